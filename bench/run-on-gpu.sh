@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build on the GPU machine, run the whole GPU suite (optionally under compute-sanitizer) and every benchmark,
+# and leave logs and JSON under OUTDIR. Catch2 comes from the Debian package carried in .gpu/ (GPU.md).
+#
+#   bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize] [--bench-filter REGEX]
+set -uo pipefail
+out=${1:?usage: bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize]}
+shift
+run_tests=1 run_bench=1 sanitize=0 bench_filter=.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --skip-tests) run_tests=0 ;;
+    --skip-bench) run_bench=0 ;;
+    --sanitize) sanitize=1 ;;
+    --bench-filter) bench_filter=$2; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+if [ ! -d /opt/catch2/usr/include/catch2 ]; then
+  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
+  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
+  dpkg -x "$deb" /opt/catch2
+fi
+export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+
+status=0
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
+  > "$out/configure.log" 2>&1 || { tail -n 40 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -n 60; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+
+if [ $run_tests = 1 ]; then
+  ctest --test-dir build-gpu --output-on-failure > "$out/ctest.log" 2>&1 || status=1
+  tail -n 25 "$out/ctest.log"
+fi
+
+if [ $sanitize = 1 ]; then
+  # memcheck and racecheck over every GPU suite; HAWK_SANITIZE=1 lets suites shrink their largest sizes.
+  export HAWK_SANITIZE=1
+  for exe in build-gpu/tests/hawk_gpu_* build-gpu/tests/gpu/*/hawk_gpu_*; do
+    [ -x "$exe" ] || continue
+    for tool in memcheck racecheck; do
+      name=$(basename "$exe")
+      if compute-sanitizer --tool $tool --error-exitcode 9 "$exe" > "$out/sanitize-$tool-$name.log" 2>&1; then
+        echo "sanitize $tool $name: clean"
+      else
+        echo "sanitize $tool $name: FAILED (rc $?)"; tail -n 15 "$out/sanitize-$tool-$name.log"; status=1
+      fi
+    done
+  done
+  unset HAWK_SANITIZE
+fi
+
+if [ $run_bench = 1 ]; then
+  for exe in build-gpu/bench/*/bench_*; do
+    [ -x "$exe" ] || continue
+    name=$(basename "$exe")
+    echo "$name" | grep -Eq "$bench_filter" || continue
+    "$exe" "$out/$name.json" > "$out/$name.log" 2>&1 || { echo "$name FAILED"; status=1; }
+    tail -n 20 "$out/$name.log"
+  done
+fi
+exit $status

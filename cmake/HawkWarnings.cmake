@@ -1,0 +1,11 @@
+# Warning and code-generation flags for hawk's own tests, examples and benchmarks (not imposed on users).
+#
+# No --use_fast_math: the kernels rely on the CUDA math library's deterministic expf/log1pf/sqrtf and IEEE
+# division, and on the same bits in every code path (include/hawk/core/math.hpp).
+function(hawk_target_defaults target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra
+                               -Werror=all-warnings -lineinfo>)
+  target_link_libraries(${target} PRIVATE hawk_support)
+endfunction()

@@ -1,0 +1,102 @@
+#pragma once
+//! \file
+//! Element traits for the storage types hawk accepts (fp32, fp16, bf16): conversion to and from fp32, and
+//! 16-byte vector loads and stores that move `ElementTraits<T>::kVecSize` elements per instruction.
+//!
+//! All arithmetic in hawk is fp32; storage types only appear at loads and stores, through these traits.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "hawk/core/dtype.hpp"
+#include "hawk/core/macros.hpp"
+
+namespace hawk {
+
+template <class T>
+struct ElementTraits;
+
+template <>
+struct ElementTraits<float> {
+  static constexpr DType kDType = DType::kFloat32;
+  static constexpr int kVecSize = 4;
+  static constexpr const char* kName = "fp32";
+  HAWK_HOST_DEVICE static float to_float(float value) { return value; }
+  HAWK_HOST_DEVICE static float from_float(float value) { return value; }
+};
+
+template <>
+struct ElementTraits<__half> {
+  static constexpr DType kDType = DType::kFloat16;
+  static constexpr int kVecSize = 8;
+  static constexpr const char* kName = "fp16";
+  HAWK_HOST_DEVICE static float to_float(__half value) { return __half2float(value); }
+  //! Round to nearest even, as PyTorch does.
+  HAWK_HOST_DEVICE static __half from_float(float value) { return __float2half_rn(value); }
+};
+
+template <>
+struct ElementTraits<__nv_bfloat16> {
+  static constexpr DType kDType = DType::kBFloat16;
+  static constexpr int kVecSize = 8;
+  static constexpr const char* kName = "bf16";
+  HAWK_HOST_DEVICE static float to_float(__nv_bfloat16 value) { return __bfloat162float(value); }
+  //! Round to nearest even, as PyTorch does.
+  HAWK_HOST_DEVICE static __nv_bfloat16 from_float(float value) { return __float2bfloat16_rn(value); }
+};
+
+//! `N` elements of `T` laid out for one aligned vector access.
+template <class T, int N>
+struct alignas(sizeof(T) * N) AlignedVector {
+  T values[N];
+};
+
+//! The storage type's fp32 conversions as free functions, so call sites read `to_float(x)`.
+template <class T>
+HAWK_HOST_DEVICE float to_float(T value) {
+  return ElementTraits<T>::to_float(value);
+}
+template <class T>
+HAWK_HOST_DEVICE T from_float(float value) {
+  return ElementTraits<T>::from_float(value);
+}
+
+#if defined(__CUDACC__)
+//! Load `N` consecutive elements (one aligned vector) and widen them to fp32.
+//! `pointer` must be aligned to `sizeof(T) * N` bytes.
+template <class T, int N>
+__device__ __forceinline__ void load_vector(const T* __restrict__ pointer, float (&out)[N]) {
+  const AlignedVector<T, N> packed = *reinterpret_cast<const AlignedVector<T, N>*>(pointer);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = to_float(packed.values[i]);
+}
+
+//! Round `N` fp32 values to `T` and store them as one aligned vector.
+template <class T, int N>
+__device__ __forceinline__ void store_vector(T* __restrict__ pointer, const float (&in)[N]) {
+  AlignedVector<T, N> packed;
+#pragma unroll
+  for (int i = 0; i < N; ++i) packed.values[i] = from_float<T>(in[i]);
+  *reinterpret_cast<AlignedVector<T, N>*>(pointer) = packed;
+}
+
+//! Load up to `N` elements, `count` of them valid; the rest of `out` is set to `fill`. No alignment needed.
+template <class T, int N>
+__device__ __forceinline__ void load_partial(const T* __restrict__ pointer, int count, float (&out)[N],
+                                             float fill = 0.0f) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = i < count ? to_float(pointer[i]) : fill;
+}
+
+//! Store the first `count` of `N` values. No alignment needed.
+template <class T, int N>
+__device__ __forceinline__ void store_partial(T* __restrict__ pointer, int count, const float (&in)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (i < count) pointer[i] = from_float<T>(in[i]);
+}
+#endif  // __CUDACC__
+
+}  // namespace hawk

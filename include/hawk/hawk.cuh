@@ -1,0 +1,13 @@
+#pragma once
+//! \file
+//! The umbrella header: everything hawk offers. Include a single family's header to compile less.
+
+#include "hawk/core/cuda_status.hpp"
+#include "hawk/core/dispatch.hpp"
+#include "hawk/core/dtype.hpp"
+#include "hawk/core/element.cuh"
+#include "hawk/core/math.hpp"
+#include "hawk/core/status.hpp"
+#include "hawk/core/views.hpp"
+#include "hawk/rglru/gate_math.hpp"
+#include "hawk/rglru/reset_policy.hpp"

@@ -1,0 +1,134 @@
+#pragma once
+//! \file
+//! What the RG-LRU operators take: plain structs of device pointers and shapes (CUTLASS's `Arguments`).
+//!
+//! Layout, shared by every RG-LRU operator:
+//! - Tokens are rows of a [T, W] row-major matrix (W contiguous). A dense batch [B, L, W] is T = B·L with
+//!   `cu_seqlens == nullptr`; a packed (varlen) batch gives `cu_seqlens` [N+1] (device, int32, increasing from
+//!   0 to T) and then `seq_len` is ignored.
+//! - Element type `E` (fp32, fp16 or bf16; `dtype` names it for the default dispatch): x, y, gx, ga, dy, dx,
+//!   dgx, dga, and the fused-mode weights Wx, Wa. Everything else is fp32: biases, a_param, states, gradients
+//!   of parameters, checkpoints.
+//! - Wx, Wa: [H, w, w] indexed [k, in, out] (gx[t, k·w + o] = Σ_i x[t, k·w + i] · Wx[k, i, o] + bx[k, o]).
+//! - States h0, h_final, dh_final, dh0: [S, W] fp32 rows. Row of sequence n is `state_index[n]` when
+//!   `state_index` (device, int32, [N]) is given — a state pool, as inference engines keep — else n. h0 and
+//!   h_final may be the same pointer: the state is then updated in place (each row is read before written).
+//! - Reset flags (ResetFlags policy): `reset` [T] bytes, nonzero = this token starts a document.
+//!
+//! Checkpoints: with `checkpoints` non-null the forward stores the fp32 carry entering each time chunk of
+//! each sequence — the state before the chunk's first token — so that the backward recomputes h inside a
+//! chunk instead of saving it. Sequence n's chunk j (of `checkpoint_chunk` tokens, counted from the sequence's
+//! first token) is row `cu_seqlens[n] / checkpoint_chunk + n + j` of a [checkpoint_rows(T, N, C), W] fp32
+//! matrix. That is about T·W·4/C bytes: 4 KB per sequence-chunk-row at W = 1024.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hawk/core/dtype.hpp"
+#include "hawk/rglru/reset_policy.hpp"
+
+namespace hawk {
+namespace rglru {
+
+//! Fused: the kernel projects gx, ga from x with the block-diagonal Wx, Wa (tensor cores, fp32 accumulate).
+//! GateLogits: the caller passes gx, ga already projected (bias included).
+enum class GateMode : int { kFused, kGateLogits };
+
+//! Rows of the checkpoint matrix for T tokens in N sequences with chunks of C tokens.
+inline std::int64_t checkpoint_rows(std::int64_t num_tokens, std::int64_t num_sequences, std::int64_t chunk) {
+  return num_tokens / chunk + num_sequences;
+}
+
+//! Row of the checkpoint matrix for sequence n (starting at token `sequence_start`), chunk j.
+inline constexpr std::int64_t checkpoint_row(std::int64_t sequence_start, std::int64_t n, std::int64_t j,
+                                             std::int64_t chunk) {
+  return sequence_start / chunk + n + j;
+}
+
+//! The problem's shape, common to forward and backward.
+struct ProblemShape {
+  std::int64_t num_sequences = 0;  //!< N (B for a dense batch)
+  std::int64_t seq_len = 0;        //!< L of a dense batch; ignored when cu_seqlens is given
+  std::int64_t num_tokens = 0;     //!< T (= N·L for a dense batch; cu_seqlens[N] for a packed one)
+  std::int64_t width = 0;          //!< W
+  std::int64_t num_blocks = 1;     //!< H; the block width is w = W / H
+  const std::int32_t* cu_seqlens = nullptr;  //!< [N+1] on the device, or null for a dense batch
+  //! cu_seqlens and state_index live on the device; checking them (increasing, ending at T, in range) costs a
+  //! small kernel and one synchronising copy of a flag. On by default; turn off when the caller guarantees
+  //! them (e.g. inside CUDA graph capture, where a synchronisation is not allowed).
+  bool validate_device_inputs = true;
+  std::int64_t num_state_rows = 0;  //!< S: rows of the state tensors (>= N; needed only with state_index)
+
+  std::int64_t block_width() const { return num_blocks > 0 ? width / num_blocks : 0; }
+  bool packed() const { return cu_seqlens != nullptr; }
+};
+
+struct ForwardArguments {
+  ProblemShape shape;
+  DType dtype = DType::kBFloat16;    //!< element type E, for the default dispatch
+  GateMode mode = GateMode::kFused;  //!< for the default dispatch
+  //! Which tokens are resets (reset_policy.hpp). The default follows SPEC §1: a sequence's first token is a
+  //! reset unless the caller says it continues a cached state (kNone: decode, the restricted contract); kFlags
+  //! reads `reset`. An operator `Forward<Config>` requires it to match `Config::ResetPolicy`.
+  ResetMode reset_mode = ResetMode::kSequenceStart;
+
+  const void* x = nullptr;        //!< [T, W] E
+  const void* Wx = nullptr;       //!< fused: [H, w, w] E
+  const float* bx = nullptr;      //!< fused: [H, w]
+  const void* Wa = nullptr;       //!< fused: [H, w, w] E
+  const float* ba = nullptr;      //!< fused: [H, w]
+  const void* gx = nullptr;       //!< gate-logits: [T, W] E
+  const void* ga = nullptr;       //!< gate-logits: [T, W] E
+  const float* a_param = nullptr; //!< [W]
+  const std::uint8_t* reset = nullptr;  //!< ResetFlags: [T]
+
+  const float* h0 = nullptr;                //!< [S, W] or null (zero initial state)
+  float* h_final = nullptr;                 //!< [S, W] or null; may equal h0 (in-place state update)
+  const std::int32_t* state_index = nullptr;  //!< [N] rows of h0 / h_final, or null (row n)
+
+  void* y = nullptr;               //!< [T, W] E
+  float* checkpoints = nullptr;    //!< [checkpoint_rows(T, N, C), W] or null (no backward planned)
+  std::int64_t checkpoint_chunk = 0;  //!< C of the checkpoints; must equal the configuration's time chunk
+};
+
+struct BackwardArguments {
+  ProblemShape shape;
+  DType dtype = DType::kBFloat16;
+  GateMode mode = GateMode::kFused;
+  ResetMode reset_mode = ResetMode::kSequenceStart;  //!< as ForwardArguments::reset_mode (must match the forward)
+
+  // The forward's inputs, unchanged.
+  const void* x = nullptr;
+  const void* Wx = nullptr;
+  const float* bx = nullptr;
+  const void* Wa = nullptr;
+  const float* ba = nullptr;
+  const void* gx = nullptr;
+  const void* ga = nullptr;
+  const float* a_param = nullptr;
+  const std::uint8_t* reset = nullptr;
+  const float* h0 = nullptr;
+  const std::int32_t* state_index = nullptr;  //!< rows of h0, dh_final and dh0
+
+  // What the forward saved: the chunk checkpoints (required).
+  const float* checkpoints = nullptr;
+  std::int64_t checkpoint_chunk = 0;
+
+  // Incoming gradients.
+  const void* dy = nullptr;          //!< [T, W] E
+  const float* dh_final = nullptr;   //!< [S, W] or null (zero)
+
+  // Outgoing gradients. Row gradients in E, parameter gradients in fp32, fully overwritten (not accumulated).
+  void* dx = nullptr;           //!< [T, W] E
+  void* dgx = nullptr;          //!< gate-logits: [T, W] E
+  void* dga = nullptr;          //!< gate-logits: [T, W] E
+  float* dWx = nullptr;         //!< fused: [H, w, w]
+  float* dbx = nullptr;         //!< fused: [H, w]
+  float* dWa = nullptr;         //!< fused: [H, w, w]
+  float* dba = nullptr;         //!< fused: [H, w]
+  float* da_param = nullptr;    //!< [W]
+  float* dh0 = nullptr;         //!< [S, W] or null (not wanted)
+};
+
+}  // namespace rglru
+}  // namespace hawk

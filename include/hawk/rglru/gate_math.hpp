@@ -1,0 +1,76 @@
+#pragma once
+//! \file
+//! The per-token RG-LRU math (SPEC §1), in fp32, shared by every kernel: prefill, decode and backward.
+//!
+//! Split invariance (a sequence run in pieces equals one call, bitwise) holds because every path computes a
+//! token's gates with these functions and advances the carry with `recurrence_step` in time order.
+
+#include <cmath>
+
+#include "hawk/core/macros.hpp"
+#include "hawk/core/math.hpp"
+
+namespace hawk {
+namespace rglru {
+
+//! c in log a_t = -c · r_t · softplus(a_param).
+constexpr float kGateScale = 8.0f;
+
+//! The per-channel constant -c · softplus(a_param); computed once per channel, not per token.
+HAWK_HOST_DEVICE float log_a_coefficient(float a_param) { return -kGateScale * math::softplus(a_param); }
+
+//! What the recurrence needs from one token: h_t = a_bar · h_{t-1} + u.
+struct TokenGates {
+  float a_bar;  //!< 0 at a reset, else a_t
+  float u;      //!< x_t · i_t · m_t
+};
+
+//! Gates of one token and channel from its pre-activations gx, ga (already projected, bias included).
+HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a_coeff, bool reset) {
+  const float i = math::sigmoid(gx);
+  const float r = math::sigmoid(ga);
+  const float log_a = log_a_coeff * r;
+  const float a = expf(log_a);
+  const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
+  const float m = reset ? 1.0f : sqrtf(1.0f - a2);
+  TokenGates gates;
+  gates.u = (x * i) * m;
+  gates.a_bar = reset ? 0.0f : a;
+  return gates;
+}
+
+//! One step of the fp32 carry. A fused multiply-add, so the same bits on every path.
+HAWK_HOST_DEVICE float recurrence_step(float a_bar, float h_prev, float u) { return fmaf(a_bar, h_prev, u); }
+
+//! Gradients of one token and channel, given dh_t (the full adjoint of h_t) and the previous state.
+struct TokenGateGrads {
+  float dx;            //!< direct path dh · i · m (the projection path is added by the fused backward)
+  float dgx;           //!< d gx
+  float dga;           //!< d ga
+  float da_param_sum;  //!< dlog_a · (-c · r); summed over tokens, then times sigmoid(a_param)
+};
+
+HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, float gx, float ga, float log_a_coeff, bool reset,
+                                                 float h_prev, float dh) {
+  const float i = math::sigmoid(gx);
+  const float r = math::sigmoid(ga);
+  const float log_a = log_a_coeff * r;
+  const float a = expf(log_a);
+  const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
+  const float m = reset ? 1.0f : sqrtf(1.0f - a2);
+
+  const float di = dh * x * m;
+  const float dm = reset ? 0.0f : dh * x * i;
+  const float da_bar = dh * h_prev;
+  const float dlog_a = (reset ? 0.0f : da_bar * a) - 2.0f * a2 * math::sqrt_grad_capped(1.0f - a2) * dm;
+
+  TokenGateGrads grads;
+  grads.dx = dh * i * m;
+  grads.dgx = di * i * (1.0f - i);
+  grads.dga = dlog_a * log_a_coeff * r * (1.0f - r);
+  grads.da_param_sum = dlog_a * (-kGateScale * r);
+  return grads;
+}
+
+}  // namespace rglru
+}  // namespace hawk

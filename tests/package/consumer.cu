@@ -1,0 +1,10 @@
+// Uses the installed headers the way a user would: the umbrella header and a host-side call.
+#include <hawk/hawk.cuh>
+
+#include <cstdio>
+
+int main() {
+  const hawk::Status status(hawk::StatusCode::kInvalidArgument, "consumer built against an installed hawk");
+  std::printf("%s\n", status.to_string().c_str());
+  return status.ok() ? 1 : 0;
+}
