@@ -27,20 +27,20 @@ template <class T>
 void check_round_trip(int n) {
   const auto values = hawk_test::random_uniform(static_cast<std::size_t>(n), -3.0, 3.0, hawk_test::fresh_seed());
   const auto input = hawk_test::to_device<T>(values);
-  // One element of slack on each side: the guard elements must keep their poison.
-  thrust::device_vector<T> output(static_cast<std::size_t>(n) + 2);
-  hawk_test::poison(output);
+  // One vector of guard elements on each side (keeping the 16-byte alignment): they must keep their poison.
   constexpr int kVec = hawk::ElementTraits<T>::kVecSize;
+  thrust::device_vector<T> output(static_cast<std::size_t>(n) + 2 * kVec);
+  hawk_test::poison(output);
   const int threads = 128;
   const int blocks = (n + threads * kVec - 1) / (threads * kVec);
-  round_trip_kernel<T><<<blocks, threads>>>(hawk_test::raw(input), hawk_test::raw(output) + 1, n);
+  round_trip_kernel<T><<<blocks, threads>>>(hawk_test::raw(input), hawk_test::raw(output) + kVec, n);
   HAWK_TEST_CUDA(cudaGetLastError());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
 
   const auto in_bytes = hawk_test::bytes_of(input);
   const auto out_bytes = hawk_test::bytes_of(output);
-  REQUIRE(std::memcmp(in_bytes.data(), out_bytes.data() + sizeof(T), in_bytes.size()) == 0);
-  for (std::size_t b = 0; b < sizeof(T); ++b) {
+  REQUIRE(std::memcmp(in_bytes.data(), out_bytes.data() + kVec * sizeof(T), in_bytes.size()) == 0);
+  for (std::size_t b = 0; b < kVec * sizeof(T); ++b) {
     CHECK(out_bytes[b] == 0xFF);
     CHECK(out_bytes[out_bytes.size() - 1 - b] == 0xFF);
   }
