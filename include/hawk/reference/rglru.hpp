@@ -29,7 +29,7 @@ inline std::vector<std::int64_t> dense_cu_seqlens(std::int64_t batch, std::int64
 
 //! Per-token flags with a reset at the first token of every sequence and nowhere else.
 inline std::vector<std::uint8_t> reset_at_sequence_starts(const std::vector<std::int64_t>& cu_seqlens) {
-  std::vector<std::uint8_t> reset(static_cast<std::size_t>(cu_seqlens.back()), 0);
+  std::vector<std::uint8_t> reset(cu_seqlens.empty() ? 0 : static_cast<std::size_t>(cu_seqlens.back()), 0);
   for (std::size_t n = 0; n + 1 < cu_seqlens.size(); ++n)
     if (cu_seqlens[n] < cu_seqlens[n + 1]) reset[static_cast<std::size_t>(cu_seqlens[n])] = 1;
   return reset;
