@@ -1,0 +1,448 @@
+"""The Python face of the ``hawk::`` operators: argument checks, fake (meta) implementations, autograd.
+
+The C++ library (csrc/ops.cpp) defines the operators and their CUDA implementations. This module
+
+* registers a fake implementation for each, so that ``torch.compile(fullgraph=True)`` traces through them;
+* registers autograd formulas for the forward operators (the RG-LRU saves x, the parameters and its fp32
+  chunk checkpoints, not h: the backward recomputes h inside each chunk);
+* offers the functional entry points ``rglru``, ``rglru_decode_`` and ``gate_residual``, which check shapes,
+  dtypes, devices and contiguity and raise clear Python errors before anything reaches a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from ._build import load_library
+
+load_library()
+
+_ops = torch.ops.hawk
+
+#: reset modes of hawk::rglru::ResetMode (the operators take them as int)
+RESET_NONE, RESET_SEQUENCE_START, RESET_FLAGS = 0, 1, 2
+_RESET_NAMES = {"none": RESET_NONE, "sequence_start": RESET_SEQUENCE_START}
+
+#: hawk::gate_residual::IndexLayout
+_LAYOUTS = {"arbitrary": 0, "uniform": 1, "contiguous": 2}
+
+#: hawk::rglru::kDefaultTimeChunk: tokens per checkpoint chunk of every shipped configuration
+TIME_CHUNK = int(_ops.rglru_time_chunk())
+
+#: block widths w = W / H with a shipped fused-mode configuration
+FUSED_BLOCK_WIDTHS = (64, 128, 256)
+
+_ELEMENT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# argument checks: clear Python errors before anything reaches a kernel
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _fail(where: str, message: str, kind=ValueError):
+    raise kind(f"{where}: {message}")
+
+
+def _check_tensor(where: str, name: str, t, device: Optional[torch.device] = None, contiguous: bool = True):
+    if not isinstance(t, Tensor):
+        _fail(where, f"{name} must be a torch.Tensor, got {type(t).__name__}", TypeError)
+    if t.device.type != "cuda":
+        _fail(where, f"{name} must be on a CUDA device, got {t.device}")
+    if device is not None and t.device != device:
+        _fail(where, f"{name} is on {t.device} but x is on {device}")
+    if contiguous and not t.is_contiguous():
+        _fail(where, f"{name} must be contiguous (call .contiguous() on it)")
+
+
+def _check_element_dtype(where: str, name: str, t: Tensor):
+    if t.dtype not in _ELEMENT_DTYPES:
+        _fail(where, f"{name} must be float32, float16 or bfloat16, got {t.dtype}", TypeError)
+
+
+def _check_shape(where: str, name: str, t: Tensor, shape: Sequence[int]):
+    if tuple(t.shape) != tuple(shape):
+        _fail(where, f"{name} must have shape {list(shape)}, got {list(t.shape)}")
+
+
+def _check_row_bytes(where: str, x: Tensor, width: int):
+    per_vector = 4 if x.dtype == torch.float32 else 8
+    if width % per_vector != 0:
+        _fail(where, f"the width W = {width} must be a multiple of {per_vector} for {x.dtype} "
+                     "(rows are read in 16-byte vectors)")
+
+
+def _as_float32(t: Optional[Tensor]) -> Optional[Tensor]:
+    """Small fp32 operands (biases, a_param, states): cast and made contiguous here, tracked by autograd."""
+    if t is None:
+        return None
+    return t.to(torch.float32).contiguous()
+
+
+def _problem(where: str, x: Tensor, cu_seqlens: Optional[Tensor]) -> Tuple[int, int, int]:
+    """(N sequences, T tokens, W) of a dense [B, L, W] or packed [T, W] x, after checking x."""
+    _check_tensor(where, "x", x)
+    _check_element_dtype(where, "x", x)
+    if cu_seqlens is None:
+        if x.dim() != 3:
+            _fail(where, f"x must be [B, L, W] (or [T, W] with cu_seqlens), got shape {list(x.shape)}")
+        if x.shape[0] < 1 or x.shape[1] < 1:
+            _fail(where, f"x must have B >= 1 and L >= 1, got shape {list(x.shape)}")
+        n, t = x.shape[0], x.shape[0] * x.shape[1]
+    else:
+        if x.dim() != 2:
+            _fail(where, f"with cu_seqlens, x must be packed [T, W], got shape {list(x.shape)}")
+        _check_tensor(where, "cu_seqlens", cu_seqlens, x.device)
+        if cu_seqlens.dtype != torch.int32:
+            _fail(where, f"cu_seqlens must be int32 (as flash-attention's), got {cu_seqlens.dtype}; use .int()",
+                  TypeError)
+        if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2:
+            _fail(where, f"cu_seqlens must be [N + 1] with N >= 1, got shape {list(cu_seqlens.shape)}")
+        if x.shape[0] < 1:
+            _fail(where, "x must hold at least one token")
+        n, t = cu_seqlens.shape[0] - 1, x.shape[0]
+    width = x.shape[-1]
+    if width < 1:
+        _fail(where, "the width W must be >= 1")
+    _check_row_bytes(where, x, width)
+    return n, t, width
+
+
+def _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga):
+    """Checks the gate operands; returns (num_blocks, Wx, bx, Wa, ba, gx, ga) ready for the operator."""
+    fused = Wx is not None or Wa is not None or bx is not None or ba is not None
+    logits = gx is not None or ga is not None
+    if fused == logits:
+        _fail(where, "give either Wx, bx, Wa, ba (fused mode: hawk projects x) or gx, ga (gate-logits mode)")
+    if fused:
+        for name, t in (("Wx", Wx), ("bx", bx), ("Wa", Wa), ("ba", ba)):
+            if t is None:
+                _fail(where, f"fused mode needs Wx, bx, Wa and ba; {name} is missing")
+            _check_tensor(where, name, t, x.device, contiguous=False)
+            if not t.is_floating_point():
+                _fail(where, f"{name} must be floating point, got {t.dtype}", TypeError)
+        if Wx.dim() != 3 or Wx.shape[1] != Wx.shape[2]:
+            _fail(where, f"Wx must be [H, w, w] (block-diagonal, indexed [block, in, out]), got {list(Wx.shape)}")
+        num_blocks, block = Wx.shape[0], Wx.shape[1]
+        if num_blocks * block != width:
+            _fail(where, f"Wx is [H, w, w] = {list(Wx.shape)} but H * w = {num_blocks * block} != W = {width}")
+        if block not in FUSED_BLOCK_WIDTHS:
+            _fail(where, f"the block width w = W / H = {block} has no shipped fused configuration "
+                         f"(shipped: {', '.join(map(str, FUSED_BLOCK_WIDTHS))}); project the gates yourself and "
+                         "use gate-logits mode (gx, ga)")
+        _check_shape(where, "Wa", Wa, Wx.shape)
+        for name, t in (("bx", bx), ("ba", ba)):
+            if t.numel() != width:
+                _fail(where, f"{name} must be [H, w] = [{num_blocks}, {block}], got {list(t.shape)}")
+        return num_blocks, Wx, _as_float32(bx), Wa, _as_float32(ba), None, None
+    for name, t in (("gx", gx), ("ga", ga)):
+        if t is None:
+            _fail(where, f"gate-logits mode needs gx and ga; {name} is missing")
+        _check_tensor(where, name, t, x.device)
+        if t.dtype != x.dtype:
+            _fail(where, f"{name} must have x's dtype {x.dtype}, got {t.dtype}", TypeError)
+        _check_shape(where, name, t, x.shape)
+    return 1, None, None, None, None, gx, ga
+
+
+def _check_a_param(where, a_param, x, width) -> Tensor:
+    _check_tensor(where, "a_param", a_param, x.device, contiguous=False)
+    if not a_param.is_floating_point():
+        _fail(where, f"a_param must be floating point, got {a_param.dtype}", TypeError)
+    if a_param.numel() != width or a_param.dim() != 1:
+        _fail(where, f"a_param must be [W] = [{width}], got {list(a_param.shape)}")
+    return _as_float32(a_param)
+
+
+def _check_reset_flags(where, reset: Tensor, x: Tensor, cu_seqlens, num_tokens) -> Tensor:
+    _check_tensor(where, "reset", reset, x.device)
+    if reset.dtype not in (torch.bool, torch.uint8):
+        _fail(where, f"reset must be bool or uint8 (nonzero = the token starts a document), got {reset.dtype}",
+              TypeError)
+    expected = [num_tokens] if cu_seqlens is not None else list(x.shape[:2])
+    if list(reset.shape) != expected:
+        _fail(where, f"reset must have shape {expected} (one flag per token), got {list(reset.shape)}")
+    return reset
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fake implementations (shapes only): torch.compile and meta tensors
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _sequences_and_tokens(x: Tensor, cu_seqlens: Optional[Tensor]):
+    if cu_seqlens is not None:
+        return cu_seqlens.shape[0] - 1, x.shape[0]
+    return x.shape[0], x.shape[0] * x.shape[1]
+
+
+@torch.library.register_fake("hawk::rglru_forward")
+def _rglru_forward_fake(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
+                        save_checkpoints, validate):
+    n, t = _sequences_and_tokens(x, cu_seqlens)
+    width = x.shape[-1]
+    rows = t // TIME_CHUNK + n if save_checkpoints else 0
+    return (torch.empty_like(x), x.new_empty((n, width), dtype=torch.float32),
+            x.new_empty((rows, width), dtype=torch.float32))
+
+
+@torch.library.register_fake("hawk::rglru_backward")
+def _rglru_backward_fake(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints, dy, dh_final,
+                         num_blocks, reset_mode, want_dh0, validate):
+    n, _ = _sequences_and_tokens(x, cu_seqlens)
+    width = x.shape[-1]
+    f32 = dict(dtype=torch.float32)
+    if Wx is not None:
+        h = num_blocks
+        w = width // h
+        dWx, dWa = x.new_empty((h, w, w), **f32), x.new_empty((h, w, w), **f32)
+        dbx, dba = x.new_empty((h, w), **f32), x.new_empty((h, w), **f32)
+        dgx, dga = x.new_empty((0,)), x.new_empty((0,))
+    else:
+        dWx, dWa, dbx, dba = (x.new_empty((0,), **f32) for _ in range(4))
+        dgx, dga = torch.empty_like(x), torch.empty_like(x)
+    dh0 = x.new_empty((n if want_dh0 else 0, width), **f32)
+    return torch.empty_like(x), dWx, dbx, dWa, dba, dgx, dga, x.new_empty((width,), **f32), dh0
+
+
+@torch.library.register_fake("hawk::rglru_decode_")
+def _rglru_decode_fake(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, state, state_index, cu_seqlens, num_blocks,
+                       validate):
+    return torch.empty_like(x)
+
+
+@torch.library.register_fake("hawk::gate_residual_forward")
+def _gate_residual_forward_fake(residual, y, gate, idx, layout, rows_per_group, validate):
+    return torch.empty_like(residual)
+
+
+@torch.library.register_fake("hawk::gate_residual_backward")
+def _gate_residual_backward_fake(dout, y, gate, idx, layout, rows_per_group, validate):
+    return torch.empty_like(y), gate.new_empty(gate.shape, dtype=torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# autograd
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _rglru_setup_context(ctx, inputs, output):
+    (x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode, save_checkpoints,
+     validate) = inputs
+    _, _, checkpoints = output
+    ctx.save_for_backward(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints)
+    ctx.num_blocks = num_blocks
+    ctx.reset_mode = reset_mode
+    ctx.saved_checkpoints = save_checkpoints
+    ctx.validate = validate
+
+
+def _rglru_backward(ctx, dy, dh_final, _dcheckpoints):
+    if not ctx.saved_checkpoints:
+        raise RuntimeError("hawk::rglru_forward ran with save_checkpoints=False, so it has no backward; "
+                           "call hawk_torch.rglru (which saves them whenever a gradient is needed)")
+    x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints = ctx.saved_tensors
+    dy = torch.zeros_like(x) if dy is None else dy.to(x.dtype).contiguous()
+    if dh_final is not None:
+        dh_final = dh_final.to(torch.float32).contiguous()
+    want_dh0 = h0 is not None and ctx.needs_input_grad[9]
+    dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0 = _ops.rglru_backward(
+        x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints, dy, dh_final, ctx.num_blocks,
+        ctx.reset_mode, want_dh0, ctx.validate)
+    fused = Wx is not None
+    return (
+        dx,
+        dWx.to(Wx.dtype) if fused else None,
+        dbx.view(bx.shape) if fused else None,
+        dWa.to(Wa.dtype) if fused else None,
+        dba.view(ba.shape) if fused else None,
+        None if fused else dgx,
+        None if fused else dga,
+        da_param.view(a_param.shape),
+        None,  # reset
+        dh0 if want_dh0 else None,
+        None, None, None, None, None,
+    )
+
+
+torch.library.register_autograd("hawk::rglru_forward", _rglru_backward, setup_context=_rglru_setup_context)
+
+
+def _gate_residual_setup_context(ctx, inputs, output):
+    residual, y, gate, idx, layout, rows_per_group, validate = inputs
+    ctx.save_for_backward(y, gate, idx)
+    ctx.layout, ctx.rows_per_group, ctx.validate = layout, rows_per_group, validate
+
+
+def _gate_residual_backward(ctx, dout):
+    y, gate, idx = ctx.saved_tensors
+    dout = dout.to(y.dtype).contiguous()
+    dy, dgate = _ops.gate_residual_backward(dout, y, gate, idx, ctx.layout, ctx.rows_per_group, ctx.validate)
+    # d residual = d out: no copy.
+    return dout, dy, dgate.to(gate.dtype), None, None, None, None
+
+
+torch.library.register_autograd("hawk::gate_residual_forward", _gate_residual_backward,
+                                setup_context=_gate_residual_setup_context)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# functional entry points
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def rglru(
+    x: Tensor,
+    a_param: Tensor,
+    Wx: Optional[Tensor] = None,
+    bx: Optional[Tensor] = None,
+    Wa: Optional[Tensor] = None,
+    ba: Optional[Tensor] = None,
+    *,
+    gx: Optional[Tensor] = None,
+    ga: Optional[Tensor] = None,
+    reset: Union[Tensor, str, None] = None,
+    h0: Optional[Tensor] = None,
+    cu_seqlens: Optional[Tensor] = None,
+    validate: bool = True,
+) -> Tuple[Tensor, Tensor]:
+    """The RG-LRU (SPEC §1) with hawk's kernels; differentiable. Returns ``(y, h_final)``.
+
+    x: ``[B, L, W]`` (fp32, fp16 or bf16, contiguous), or packed ``[T, W]`` with ``cu_seqlens`` (int32 [N+1]).
+    Fused mode: ``Wx, Wa [H, w, w]`` (indexed [block, in, out], any float dtype: rounded to x's dtype for the
+    projections, gradients returned in their own dtype) and ``bx, ba [H, w]``. Gate-logits mode: ``gx, ga``
+    shaped and typed like x (already projected, bias included).
+    ``a_param [W]``, ``bx, ba`` and ``h0 [N, W]`` are used in fp32 (cast here).
+    ``reset``: a bool/uint8 tensor ``[B, L]`` (``[T]`` packed), nonzero where a token starts a document (that is
+    ``segment_pos == 0``); or ``"sequence_start"`` (the first token of each sequence; the default without h0),
+    or ``"none"`` (no resets; the default with h0, which the state then continues).
+    ``h_final`` is ``[N, W]`` fp32. ``validate=False`` skips the device-side check of ``cu_seqlens`` (one
+    synchronising copy), e.g. under CUDA graphs.
+    """
+    where = "hawk_torch.rglru"
+    n, t, width = _problem(where, x, cu_seqlens)
+    num_blocks, Wx, bx, Wa, ba, gx, ga = _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga)
+    a_param = _check_a_param(where, a_param, x, width)
+    flags = None
+    if isinstance(reset, Tensor):
+        flags = _check_reset_flags(where, reset, x, cu_seqlens, t)
+        reset_mode = RESET_FLAGS
+    elif reset is None:
+        reset_mode = RESET_NONE if h0 is not None else RESET_SEQUENCE_START
+    elif isinstance(reset, str) and reset in _RESET_NAMES:
+        reset_mode = _RESET_NAMES[reset]
+    else:
+        _fail(where, f"reset must be a bool/uint8 tensor, 'sequence_start', 'none' or None; got {reset!r}")
+    if h0 is not None:
+        _check_tensor(where, "h0", h0, x.device, contiguous=False)
+        _check_shape(where, "h0", h0, (n, width))
+        h0 = _as_float32(h0)
+    inputs = (x, Wx, bx, Wa, ba, gx, ga, a_param, h0)
+    save = torch.is_grad_enabled() and any(v is not None and v.requires_grad for v in inputs)
+    y, h_final, _ = _ops.rglru_forward(x, Wx, bx, Wa, ba, gx, ga, a_param, flags, h0, cu_seqlens, num_blocks,
+                                       reset_mode, save, validate)
+    return y, h_final
+
+
+def rglru_decode_(
+    x: Tensor,
+    a_param: Tensor,
+    Wx: Optional[Tensor] = None,
+    bx: Optional[Tensor] = None,
+    Wa: Optional[Tensor] = None,
+    ba: Optional[Tensor] = None,
+    *,
+    state: Tensor,
+    state_index: Optional[Tensor] = None,
+    gx: Optional[Tensor] = None,
+    ga: Optional[Tensor] = None,
+    reset: Optional[Tensor] = None,
+    cu_seqlens: Optional[Tensor] = None,
+    validate: bool = True,
+) -> Tensor:
+    """A decode step: a few new tokens per sequence continue the cached states in ``state``, updated in place.
+
+    ``state`` is a pool ``[S, W]`` (fp32, contiguous); sequence n reads and writes row ``state_index[n]``
+    (int32 [N], rows must not repeat) or row n when ``state_index`` is None (then S = N). ``x`` is
+    ``[N, L, W]`` (L = 1 for token-by-token decoding) or packed ``[T, W]`` with ``cu_seqlens``. ``reset``
+    flags (optional) start a new document at a token. Returns y; not differentiable (inference).
+    Token-by-token decoding gives bitwise the y and final state of one prefill call.
+    """
+    where = "hawk_torch.rglru_decode_"
+    n, t, width = _problem(where, x, cu_seqlens)
+    num_blocks, Wx, bx, Wa, ba, gx, ga = _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga)
+    a_param = _check_a_param(where, a_param, x, width)
+    _check_tensor(where, "state", state, x.device)
+    if state.dtype != torch.float32:
+        _fail(where, f"state must be float32 (it is updated in place), got {state.dtype}", TypeError)
+    if state.dim() != 2 or state.shape[1] != width:
+        _fail(where, f"state must be a pool [S, W] with W = {width}, got {list(state.shape)}")
+    if state_index is not None:
+        _check_tensor(where, "state_index", state_index, x.device)
+        if state_index.dtype != torch.int32:
+            _fail(where, f"state_index must be int32, got {state_index.dtype}", TypeError)
+        _check_shape(where, "state_index", state_index, (n,))
+    elif state.shape[0] != n:
+        _fail(where, f"without state_index, state must have one row per sequence: [{n}, {width}], "
+                     f"got {list(state.shape)}")
+    flags = None if reset is None else _check_reset_flags(where, reset, x, cu_seqlens, t)
+    return _ops.rglru_decode_(x, Wx, bx, Wa, ba, gx, ga, a_param, flags, state, state_index, cu_seqlens,
+                              num_blocks, validate)
+
+
+def gate_residual(
+    residual: Tensor,
+    y: Tensor,
+    gate: Tensor,
+    idx: Tensor,
+    *,
+    layout: str = "arbitrary",
+    rows_per_group: Optional[int] = None,
+    validate: bool = True,
+) -> Tensor:
+    """``residual + gate[idx] * y`` (SPEC §2) with hawk's kernels; differentiable.
+
+    residual, y: ``[..., D]`` (fp32, fp16 or bf16, same dtype, contiguous); gate: ``[G, D]`` fp32 or bf16;
+    idx: int32 or int64 with one entry per row of residual (``residual.numel() // D`` rows), 0 <= idx < G.
+    ``layout`` tells the backward how idx is laid out: ``"arbitrary"`` (always correct), ``"uniform"``
+    (idx[r] == r // rows_per_group) or ``"contiguous"`` (each gate row's rows form one run); every layout gives
+    the same bits. d gate is accumulated in fp32, in a fixed order (bitwise repeatable), and returned in
+    gate's dtype. ``validate=False`` skips the device-side range check of idx (one synchronising copy).
+    """
+    where = "hawk_torch.gate_residual"
+    _check_tensor(where, "residual", residual)
+    _check_tensor(where, "y", y, residual.device)
+    _check_tensor(where, "gate", gate, residual.device)
+    _check_tensor(where, "idx", idx, residual.device)
+    _check_element_dtype(where, "residual", residual)
+    if y.dtype != residual.dtype:
+        _fail(where, f"y must have residual's dtype {residual.dtype}, got {y.dtype}", TypeError)
+    _check_shape(where, "y", y, residual.shape)
+    if residual.dim() < 2:
+        _fail(where, f"residual must be [..., D] with at least 2 dims, got {list(residual.shape)}")
+    if gate.dtype not in (torch.float32, torch.bfloat16):
+        _fail(where, f"gate must be float32 or bfloat16, got {gate.dtype}", TypeError)
+    dim = residual.shape[-1]
+    if gate.dim() != 2 or gate.shape[1] != dim or gate.shape[0] < 1:
+        _fail(where, f"gate must be [G, D] with D = {dim}, got {list(gate.shape)}")
+    if idx.dtype not in (torch.int32, torch.int64):
+        _fail(where, f"idx must be int32 or int64, got {idx.dtype}", TypeError)
+    rows = math.prod(residual.shape[:-1])
+    if idx.dim() != 1 or idx.shape[0] != rows:
+        _fail(where, f"idx must be [N] with N = {rows} (one gate row per row of residual), got {list(idx.shape)}")
+    if rows < 1:
+        _fail(where, "residual must have at least one row")
+    if layout not in _LAYOUTS:
+        _fail(where, f"layout must be one of {sorted(_LAYOUTS)}, got {layout!r}")
+    if layout == "uniform":
+        if rows_per_group is None or rows_per_group < 1:
+            _fail(where, "layout='uniform' needs rows_per_group >= 1 (idx[r] == r // rows_per_group)")
+    else:
+        rows_per_group = 0
+    out = _ops.gate_residual_forward(residual.reshape(rows, dim), y.reshape(rows, dim), gate, idx,
+                                     _LAYOUTS[layout], int(rows_per_group), validate)
+    return out.view(residual.shape)
