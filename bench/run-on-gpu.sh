@@ -33,11 +33,11 @@ status=0
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
   > "$out/configure.log" 2>&1 || { tail -n 40 "$out/configure.log"; exit 1; }
-cmake --build build-gpu -j "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -n 60; exit 1; }
+cmake --build build-gpu -j "$(nproc)" -- -k 0 > "$out/build.log" 2>&1 || { status=1; grep -E "error|FAILED" -A3 "$out/build.log" | head -n 60; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
 if [ $run_tests = 1 ]; then
-  ctest --test-dir build-gpu --output-on-failure > "$out/ctest.log" 2>&1 || status=1
+  ctest --test-dir build-gpu --output-on-failure --timeout 300 > "$out/ctest.log" 2>&1 || status=1
   tail -n 25 "$out/ctest.log"
 fi
 
@@ -63,7 +63,7 @@ if [ $run_bench = 1 ]; then
     [ -x "$exe" ] || continue
     name=$(basename "$exe")
     echo "$name" | grep -Eq "$bench_filter" || continue
-    "$exe" "$out/$name.json" > "$out/$name.log" 2>&1 || { echo "$name FAILED"; status=1; }
+    timeout 240 "$exe" "$out/$name.json" > "$out/$name.log" 2>&1 || { echo "$name FAILED"; status=1; }
     tail -n 20 "$out/$name.log"
   done
 fi

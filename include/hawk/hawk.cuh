@@ -11,3 +11,5 @@
 #include "hawk/core/views.hpp"
 #include "hawk/rglru/gate_math.hpp"
 #include "hawk/rglru/reset_policy.hpp"
+#include "hawk/gate_residual/gate_residual.cuh"
+#include "hawk/rglru/rglru.cuh"
