@@ -34,8 +34,10 @@ HAWK_HOST_DEVICE float softplus(float x) {
 constexpr float kSqrtGradFloor = 1.0f / (4.0f * 1000.0f * 1000.0f);
 
 //! d sqrt(z) / dz = 1 / (2 sqrt(z)), with z clamped from below so the derivative is capped at 1000.
+//! At and below the floor the result is exactly the cap, 1000 (1 / (2·sqrt(2.5e-7)) would round to 999.99994).
+constexpr float kSqrtGradCap = 1000.0f;
 HAWK_HOST_DEVICE float sqrt_grad_capped(float z) {
-  return 1.0f / (2.0f * sqrtf(fmaxf(z, kSqrtGradFloor)));
+  return z <= kSqrtGradFloor ? kSqrtGradCap : 1.0f / (2.0f * sqrtf(z));
 }
 
 // Float64 twins, for the reference.
