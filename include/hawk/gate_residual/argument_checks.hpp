@@ -1,0 +1,90 @@
+#pragma once
+//! \file
+//! Host-side checks shared by the operators' can_implement: everything that can be decided without touching
+//! the device (null and misaligned pointers, shapes, types, overlapping buffers).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "hawk/core/dtype.hpp"
+#include "hawk/core/status.hpp"
+#include "hawk/gate_residual/arguments.hpp"
+
+namespace hawk {
+namespace gate_residual {
+namespace detail {
+
+//! A named device buffer of `bytes` bytes at `pointer`, for overlap checks.
+struct ByteRange {
+  const void* pointer;
+  std::size_t bytes;
+  const char* name;
+};
+
+inline bool overlaps(const ByteRange& a, const ByteRange& b) {
+  if (a.pointer == nullptr || b.pointer == nullptr || a.bytes == 0 || b.bytes == 0) return false;
+  const auto a0 = reinterpret_cast<std::uintptr_t>(a.pointer);
+  const auto b0 = reinterpret_cast<std::uintptr_t>(b.pointer);
+  return a0 < b0 + b.bytes && b0 < a0 + a.bytes;
+}
+
+//! `output` may not overlap `input` (an exact alias is allowed only where `alias_ok`).
+inline Status check_no_overlap(const ByteRange& output, const ByteRange& input, bool alias_ok = false) {
+  if (alias_ok && output.pointer == input.pointer) return Status::success();
+  if (overlaps(output, input))
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("gate_residual: ") + output.name + " overlaps " + input.name);
+  return Status::success();
+}
+
+inline Status check_pointer(const void* pointer, std::size_t alignment, const char* name) {
+  if (pointer == nullptr) return Status(StatusCode::kNullPointer, std::string("gate_residual: ") + name + " is null");
+  if (!is_aligned(pointer, alignment))
+    return Status(StatusCode::kMisalignedPointer, std::string("gate_residual: ") + name + " is not aligned to " +
+                                                      std::to_string(alignment) + " bytes");
+  return Status::success();
+}
+
+//! The runtime name of an index type.
+template <class Index>
+constexpr IndexType index_type_of() {
+  static_assert(std::is_same<Index, std::int32_t>::value || std::is_same<Index, std::int64_t>::value,
+                "gate_residual: idx must be int32_t or int64_t");
+  return sizeof(Index) == 4 ? IndexType::kInt32 : IndexType::kInt64;
+}
+
+//! A grid of `tasks` / `per_block` blocks must fit the launch limit.
+inline Status check_grid(std::uint64_t tasks, std::uint64_t per_block) {
+  HAWK_REQUIRE((tasks + per_block - 1) / per_block < (std::uint64_t{1} << 31), StatusCode::kInvalidArgument,
+               "gate_residual: problem too large for one launch");
+  return Status::success();
+}
+
+//! The shape checks every operator shares, and that the runtime types name the template's types.
+inline Status check_shape(const ProblemShape& shape, DType element, DType gate, IndexType index) {
+  HAWK_REQUIRE(shape.num_rows >= 1, StatusCode::kInvalidArgument, "gate_residual: num_rows (N) must be >= 1");
+  HAWK_REQUIRE(shape.dim >= 1, StatusCode::kInvalidArgument, "gate_residual: dim (D) must be >= 1");
+  HAWK_REQUIRE(shape.num_gate_rows >= 1, StatusCode::kInvalidArgument,
+               "gate_residual: num_gate_rows (G) must be >= 1");
+  // Row numbers, group keys and chunk tables are 32-bit; element offsets are 64-bit.
+  HAWK_REQUIRE(shape.num_rows < (std::int64_t{1} << 31) - 1, StatusCode::kInvalidArgument,
+               "gate_residual: num_rows must be < 2^31 - 1");
+  HAWK_REQUIRE(shape.num_gate_rows < (std::int64_t{1} << 31), StatusCode::kInvalidArgument,
+               "gate_residual: num_gate_rows must be < 2^31");
+  HAWK_REQUIRE(shape.dim < (std::int64_t{1} << 31), StatusCode::kInvalidArgument, "gate_residual: dim must be < 2^31");
+  HAWK_REQUIRE(shape.dtype == element, StatusCode::kUnsupportedConfiguration,
+               std::string("gate_residual: dtype is ") + to_string(shape.dtype) +
+                   " but the operator was instantiated for " + to_string(element));
+  HAWK_REQUIRE(shape.gate_dtype == gate, StatusCode::kUnsupportedConfiguration,
+               std::string("gate_residual: gate_dtype is ") + to_string(shape.gate_dtype) +
+                   " but the operator was instantiated for " + to_string(gate));
+  HAWK_REQUIRE(shape.index_type == index, StatusCode::kUnsupportedConfiguration,
+               "gate_residual: index_type differs from the operator's index type");
+  return Status::success();
+}
+
+}  // namespace detail
+}  // namespace gate_residual
+}  // namespace hawk

@@ -1,0 +1,84 @@
+#pragma once
+//! \file
+//! What the gate-residual operators take: plain structs of device pointers and shapes (CUTLASS's `Arguments`).
+//!
+//! SPEC §2:  out[r] = residual[r] + gate[idx[r]] · y[r]          (one fp32 fma, one rounding)
+//!           dres = dout,  dy[r] = dout[r] · gate[idx[r]],  dgate[g] = Σ_{r : idx[r] = g} dout[r] · y[r]
+//!
+//! Layout: residual, y, out, dout, dy, dres are [N, D] row-major and contiguous in the element type E (fp32,
+//! fp16 or bf16); gate is [G, D] in fp32 or bf16; idx is [N] int32 or int64 with 0 <= idx[r] < G; dgate is
+//! [G, D] in fp32, or rounded once to gate's type when asked. Every pointer is a device pointer.
+//!
+//! Aliasing: `out` may be `residual` (in place); no other output may overlap an input or another output.
+//! `dres` is dout itself: the backward never needs to write it. Pass `dresidual` only if a separate buffer
+//! must hold a copy.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hawk/core/dtype.hpp"
+
+namespace hawk {
+namespace gate_residual {
+
+//! How idx maps rows to gate rows: the caller says which, and the backward takes the matching path. All
+//! three give the same dgate bits for the same data (see the reduction contract in backward.cuh).
+enum class IndexLayout : int {
+  kArbitrary,           //!< any idx, unsorted: rows are grouped by an integer-only stable radix sort first
+  kUniform,             //!< idx[r] == r / rows_per_group (S rows per gate row, e.g. tokens of one frame)
+  kContiguousSegments,  //!< the rows of each gate row form one contiguous run (runs in any order)
+};
+
+inline const char* to_string(IndexLayout layout) {
+  switch (layout) {
+    case IndexLayout::kArbitrary: return "arbitrary";
+    case IndexLayout::kUniform: return "uniform";
+    case IndexLayout::kContiguousSegments: return "contiguous_segments";
+  }
+  return "unknown layout";
+}
+
+//! The type dgate is written in. fp32 keeps the full accumulated precision; kGateType rounds the fp32 sum once.
+enum class DgateType : int { kFloat32, kGateType };
+
+//! Shapes and types shared by forward and backward.
+struct ProblemShape {
+  std::int64_t num_rows = 0;       //!< N
+  std::int64_t dim = 0;            //!< D, any value >= 1 (D % 8 == 0 for 16-bit E, or D % 4 for fp32, is fastest)
+  std::int64_t num_gate_rows = 0;  //!< G
+  DType dtype = DType::kBFloat16;        //!< E: residual, y, out, dout, dy, dres
+  DType gate_dtype = DType::kBFloat16;   //!< gate: fp32 or bf16
+  IndexType index_type = IndexType::kInt64;
+  //! Checking 0 <= idx < G (and the declared layout) needs the device data: a small kernel plus one
+  //! synchronising copy of a flag. On by default; turn it off when the caller guarantees idx (for example
+  //! inside CUDA graph capture, where synchronising is not allowed). Out-of-range idx is then undefined.
+  bool validate_indices = true;
+};
+
+struct ForwardArguments {
+  ProblemShape shape;
+  const void* residual = nullptr;  //!< [N, D] E
+  const void* y = nullptr;         //!< [N, D] E
+  const void* gate = nullptr;      //!< [G, D] gate_dtype
+  const void* idx = nullptr;       //!< [N] index_type
+  void* out = nullptr;             //!< [N, D] E; may equal residual
+};
+
+struct BackwardArguments {
+  ProblemShape shape;
+  IndexLayout layout = IndexLayout::kArbitrary;  //!< kArbitrary is always correct; the others are faster
+  std::int64_t rows_per_group = 0;               //!< S for kUniform (ignored otherwise)
+
+  const void* dout = nullptr;  //!< [N, D] E
+  const void* y = nullptr;     //!< [N, D] E (the forward's input)
+  const void* gate = nullptr;  //!< [G, D] gate_dtype
+  const void* idx = nullptr;   //!< [N] index_type
+
+  void* dy = nullptr;                      //!< [N, D] E
+  void* dgate = nullptr;                   //!< [G, D] fp32 or gate_dtype; fully overwritten, unused rows get 0
+  DgateType dgate_type = DgateType::kFloat32;
+  void* dresidual = nullptr;  //!< optional [N, D] E: receives a copy of dout when non-null and != dout
+};
+
+}  // namespace gate_residual
+}  // namespace hawk

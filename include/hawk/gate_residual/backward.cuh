@@ -1,0 +1,257 @@
+#pragma once
+//! \file
+//! `Backward<Element, Gate, Index, Tile>`: the explicit backward operator (CUTLASS style).
+//!
+//!     using Op = hawk::gate_residual::Backward<__nv_bfloat16, __nv_bfloat16, std::int64_t>;
+//!     HAWK_RETURN_IF_ERROR(Op::can_implement(args));
+//!     const std::size_t bytes = Op::workspace_size(args);   // chunk tables and fp32 partial sums
+//!     HAWK_RETURN_IF_ERROR(Op::run(args, workspace, bytes, stream));
+//!
+//! Outputs: dy (E), dgate (fp32, or gate's type with DgateType::kGateType: the fp32 sum rounded once), and,
+//! only if `dresidual` is given and differs from dout, a copy of dout (dres == dout, SPEC §2).
+//!
+//! dgate's summation order is fixed (index_layout.cuh): chunks of Tile::kChunkRows rows anchored at each
+//! group's first row, summed in row order, chunk sums combined in chunk order. It depends on neither the
+//! layout path, nor the batch around a group, nor the device: dgate is bitwise repeatable, identical for
+//! kUniform / kContiguousSegments / kArbitrary descriptions of the same idx, and identical when the batch is
+//! split into pieces that keep each group whole.
+//!
+//! run() order: host checks; the index plan and (when shape.validate_indices) the idx check, both writing only
+//! the workspace, then one synchronising read of the verdict; then the row kernel and the dgate reduction.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "hawk/core/cuda_status.hpp"
+#include "hawk/core/element.cuh"
+#include "hawk/core/status.hpp"
+#include "hawk/gate_residual/argument_checks.hpp"
+#include "hawk/gate_residual/arguments.hpp"
+#include "hawk/gate_residual/backward_kernel.cuh"
+#include "hawk/gate_residual/dgate_reduce_kernel.cuh"
+#include "hawk/gate_residual/index_layout.cuh"
+#include "hawk/gate_residual/index_validation.cuh"
+#include "hawk/gate_residual/policy.cuh"
+#include "hawk/gate_residual/vector_access.cuh"
+#include "hawk/gate_residual/workspace.hpp"
+
+namespace hawk {
+namespace gate_residual {
+
+template <class Element_, class Gate_, class Index_, class Tile_ = DefaultBackwardTile>
+class Backward {
+ public:
+  using Element = Element_;
+  using Gate = Gate_;
+  using Index = Index_;
+  using Tile = Tile_;
+  static constexpr int kVec = ElementTraits<Element>::kVecSize;
+  static constexpr int kChunkRows = Tile::kChunkRows;
+
+  //! Host-only checks: shapes, types, layout description, null/misaligned/overlapping pointers.
+  static Status can_implement(const BackwardArguments& args) {
+    const ProblemShape& shape = args.shape;
+    HAWK_RETURN_IF_ERROR(detail::check_shape(shape, ElementTraits<Element>::kDType, ElementTraits<Gate>::kDType,
+                                             detail::index_type_of<Index>()));
+    HAWK_REQUIRE(args.layout == IndexLayout::kArbitrary || args.layout == IndexLayout::kUniform ||
+                     args.layout == IndexLayout::kContiguousSegments,
+                 StatusCode::kInvalidArgument, "gate_residual: unknown IndexLayout");
+    HAWK_REQUIRE(args.dgate_type == DgateType::kFloat32 || args.dgate_type == DgateType::kGateType,
+                 StatusCode::kInvalidArgument, "gate_residual: unknown DgateType");
+    if (args.layout == IndexLayout::kUniform) {
+      HAWK_REQUIRE(args.rows_per_group >= 1, StatusCode::kInvalidArgument,
+                   "gate_residual: kUniform needs rows_per_group >= 1");
+      const std::int64_t groups =
+          shape.num_rows / args.rows_per_group + (shape.num_rows % args.rows_per_group != 0 ? 1 : 0);
+      HAWK_REQUIRE(groups <= shape.num_gate_rows,
+                   StatusCode::kInvalidArgument,
+                   "gate_residual: kUniform with these rows_per_group needs ceil(N / S) <= num_gate_rows");
+    }
+    HAWK_RETURN_IF_ERROR(detail::check_pointer(args.dout, sizeof(Element), "dout"));
+    HAWK_RETURN_IF_ERROR(detail::check_pointer(args.y, sizeof(Element), "y"));
+    HAWK_RETURN_IF_ERROR(detail::check_pointer(args.gate, sizeof(Gate), "gate"));
+    HAWK_RETURN_IF_ERROR(detail::check_pointer(args.idx, sizeof(Index), "idx"));
+    HAWK_RETURN_IF_ERROR(detail::check_pointer(args.dy, sizeof(Element), "dy"));
+    HAWK_RETURN_IF_ERROR(detail::check_pointer(args.dgate, dgate_is_float(args) ? 4 : sizeof(Gate), "dgate"));
+    if (args.dresidual != nullptr)
+      HAWK_RETURN_IF_ERROR(detail::check_pointer(args.dresidual, sizeof(Element), "dresidual"));
+    if (Tile::kRequireVectorAccess) {
+      HAWK_REQUIRE(shape.dim % kVec == 0, StatusCode::kUnsupportedConfiguration,
+                   "gate_residual: this BackwardTile requires the 16-byte path, which needs D % " +
+                       std::to_string(kVec) + " == 0");
+      HAWK_REQUIRE(vector_aligned(args), StatusCode::kMisalignedPointer,
+                   "gate_residual: this BackwardTile requires 16-byte aligned dout, y, dy (and gate, dgate rows)");
+    }
+    const std::size_t rows_bytes = static_cast<std::size_t>(shape.num_rows * shape.dim) * sizeof(Element);
+    const std::size_t gate_elements = static_cast<std::size_t>(shape.num_gate_rows * shape.dim);
+    const detail::ByteRange dout{args.dout, rows_bytes, "dout"};
+    const detail::ByteRange y{args.y, rows_bytes, "y"};
+    const detail::ByteRange gate{args.gate, gate_elements * sizeof(Gate), "gate"};
+    const detail::ByteRange idx{args.idx, static_cast<std::size_t>(shape.num_rows) * sizeof(Index), "idx"};
+    const detail::ByteRange dy{args.dy, rows_bytes, "dy"};
+    const detail::ByteRange dgate{args.dgate, gate_elements * (dgate_is_float(args) ? 4 : sizeof(Gate)), "dgate"};
+    const detail::ByteRange dresidual{args.dresidual == args.dout ? nullptr : args.dresidual, rows_bytes,
+                                      "dresidual"};
+    for (const detail::ByteRange& output : {dy, dgate, dresidual}) {
+      for (const detail::ByteRange& input : {dout, y, gate, idx}) {
+        HAWK_RETURN_IF_ERROR(detail::check_no_overlap(output, input));
+      }
+    }
+    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(dy, dgate));
+    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(dresidual, dy));
+    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(dresidual, dgate));
+    const std::uint64_t vectors = static_cast<std::uint64_t>((shape.dim + kVec - 1) / kVec);
+    HAWK_RETURN_IF_ERROR(detail::check_grid(static_cast<std::uint64_t>(shape.num_rows) * vectors, Tile::kThreads));
+    HAWK_RETURN_IF_ERROR(detail::check_grid(static_cast<std::uint64_t>(gate_elements), detail::kReduceThreads));
+    return Status::success();
+  }
+
+  //! Bytes of device workspace run() needs: a flag word, the chunk table (kContiguousSegments, kArbitrary:
+  //! about 40 bytes per row, plus CUB's sort/scan storage) and fp32 partial sums for groups of more than
+  //! kChunkRows rows (at most 2·N/kChunkRows rows of D floats). Returns 0 if CUB's size query fails (run()
+  //! then reports the error).
+  static std::size_t workspace_size(const BackwardArguments& args) {
+    if (!can_implement(args).ok()) return 0;
+    detail::WorkspaceCarver carver(nullptr);
+    Buffers buffers;
+    if (!carve(carver, args, buffers).ok()) return 0;
+    return carver.bytes();
+  }
+
+  //! True when run() takes the 16-byte vector path for these arguments.
+  static bool uses_vector_path(const BackwardArguments& args) {
+    return args.shape.dim % kVec == 0 && vector_aligned(args);
+  }
+
+  static Status run(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes,
+                    cudaStream_t stream) {
+    HAWK_RETURN_IF_ERROR(can_implement(args));
+    const ProblemShape& shape = args.shape;
+    std::size_t needed = 0;
+    {
+      detail::WorkspaceCarver measure(nullptr);
+      Buffers unused;
+      HAWK_RETURN_IF_ERROR(carve(measure, args, unused));
+      needed = measure.bytes();
+    }
+    HAWK_REQUIRE(workspace_bytes >= needed && workspace != nullptr, StatusCode::kWorkspaceTooSmall,
+                 "gate_residual: backward needs " + std::to_string(needed) + " bytes of workspace");
+    detail::WorkspaceCarver carver(workspace);
+    Buffers buffers;
+    HAWK_RETURN_IF_ERROR(carve(carver, args, buffers));
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(buffers.flag, 0, sizeof(unsigned), stream));
+    const Index* idx = static_cast<const Index*>(args.idx);
+
+    if (args.layout == IndexLayout::kUniform) {
+      if (shape.validate_indices) {
+        detail::check_uniform_layout_kernel<Index>
+            <<<detail::validation_blocks(shape.num_rows), detail::kValidationThreads, 0, stream>>>(
+                idx, shape.num_rows, shape.num_gate_rows, args.rows_per_group, buffers.flag);
+        HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::check_uniform_layout_kernel"));
+        HAWK_RETURN_IF_ERROR(detail::read_validation_flag(buffers.flag, stream));
+      }
+      HAWK_RETURN_IF_ERROR(copy_dresidual(args, stream));
+      const auto chunks = detail::UniformChunks<kChunkRows>::make(shape.num_rows, args.rows_per_group);
+      HAWK_RETURN_IF_ERROR(launch_rows(args, buffers.partials, chunks, chunks.chunk_ids(), stream));
+      // Groups of one chunk are final already; only the multi-chunk groups and the unused tail remain.
+      const std::int64_t begin = chunks.chunks_per_group > 1 ? 0 : chunks.used_groups;
+      return launch_reduce(args, buffers.partials, chunks, begin, stream);
+    }
+
+    detail::TableChunks table{};
+    HAWK_RETURN_IF_ERROR((detail::build_chunk_table<Index, kChunkRows>(
+        idx, shape.num_rows, shape.num_gate_rows, args.layout, buffers.table, buffers.flag, stream, table)));
+    if (shape.validate_indices) HAWK_RETURN_IF_ERROR(detail::read_validation_flag(buffers.flag, stream));
+    HAWK_RETURN_IF_ERROR(copy_dresidual(args, stream));
+    const detail::TableBounds bounds = detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows);
+    HAWK_RETURN_IF_ERROR(launch_rows(args, buffers.partials, table, bounds.chunks, stream));
+    return launch_reduce(args, buffers.partials, table, 0, stream);
+  }
+
+ private:
+  struct Buffers {
+    unsigned* flag = nullptr;
+    detail::ChunkTableBuffers table;
+    float* partials = nullptr;
+  };
+
+  static bool dgate_is_float(const BackwardArguments& args) {
+    return args.dgate_type == DgateType::kFloat32 || ElementTraits<Gate>::kDType == DType::kFloat32;
+  }
+
+  static bool vector_aligned(const BackwardArguments& args) {
+    const bool dgate_aligned = dgate_is_float(args)
+                                   ? is_aligned(args.dgate, detail::Fragment<float, kVec>::kWordBytes)
+                                   : is_aligned(args.dgate, detail::Fragment<Gate, kVec>::kWordBytes);
+    return is_aligned(args.dout, 16) && is_aligned(args.y, 16) && is_aligned(args.dy, 16) &&
+           is_aligned(args.gate, detail::Fragment<Gate, kVec>::kWordBytes) && dgate_aligned;
+  }
+
+  static Status carve(detail::WorkspaceCarver& carver, const BackwardArguments& args, Buffers& buffers) {
+    const ProblemShape& shape = args.shape;
+    buffers.flag = carver.take<unsigned>(1);
+    std::int64_t partial_rows = 0;
+    if (args.layout == IndexLayout::kUniform) {
+      partial_rows = detail::UniformChunks<kChunkRows>::make(shape.num_rows, args.rows_per_group).partial_rows();
+    } else {
+      HAWK_RETURN_IF_ERROR(detail::ChunkTableBuffers::carve(carver, args.layout, shape.num_rows, shape.num_gate_rows,
+                                                            kChunkRows, buffers.table));
+      partial_rows = detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows;
+    }
+    buffers.partials = carver.take<float>(static_cast<std::size_t>(partial_rows * shape.dim));
+    return Status::success();
+  }
+
+  static Status copy_dresidual(const BackwardArguments& args, cudaStream_t stream) {
+    if (args.dresidual == nullptr || args.dresidual == args.dout) return Status::success();
+    const std::size_t bytes = static_cast<std::size_t>(args.shape.num_rows * args.shape.dim) * sizeof(Element);
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(args.dresidual, args.dout, bytes, cudaMemcpyDeviceToDevice, stream));
+    return Status::success();
+  }
+
+  template <class ChunkMap>
+  static Status launch_rows(const BackwardArguments& args, float* partials, const ChunkMap& chunks,
+                            std::int64_t chunk_ids, cudaStream_t stream) {
+    const ProblemShape& shape = args.shape;
+    const std::uint32_t vectors = static_cast<std::uint32_t>((shape.dim + kVec - 1) / kVec);
+    detail::BackwardParams<Element, Gate> params{static_cast<const Element*>(args.dout),
+                                                 static_cast<const Element*>(args.y),
+                                                 static_cast<const Gate*>(args.gate),
+                                                 static_cast<Element*>(args.dy),
+                                                 args.dgate,
+                                                 dgate_is_float(args),
+                                                 partials,
+                                                 shape.dim,
+                                                 vectors,
+                                                 static_cast<std::uint64_t>(chunk_ids) * vectors};
+    if (params.total_tasks == 0) return Status::success();
+    const unsigned blocks = static_cast<unsigned>((params.total_tasks + Tile::kThreads - 1) / Tile::kThreads);
+    if (uses_vector_path(args)) {
+      detail::backward_rows_kernel<Element, Gate, Tile, ChunkMap, true>
+          <<<blocks, Tile::kThreads, 0, stream>>>(params, chunks);
+    } else {
+      detail::backward_rows_kernel<Element, Gate, Tile, ChunkMap, false>
+          <<<blocks, Tile::kThreads, 0, stream>>>(params, chunks);
+    }
+    return last_launch_status("gate_residual::backward_rows_kernel");
+  }
+
+  template <class GroupMap>
+  static Status launch_reduce(const BackwardArguments& args, const float* partials, const GroupMap& groups,
+                              std::int64_t group_begin, cudaStream_t stream) {
+    const ProblemShape& shape = args.shape;
+    const std::uint64_t total = static_cast<std::uint64_t>((shape.num_gate_rows - group_begin) * shape.dim);
+    if (total == 0) return Status::success();
+    const detail::DgateReduceParams params{partials, args.dgate, dgate_is_float(args), shape.dim, group_begin, total};
+    const unsigned blocks = static_cast<unsigned>((total + detail::kReduceThreads - 1) / detail::kReduceThreads);
+    detail::dgate_reduce_kernel<Gate, GroupMap><<<blocks, detail::kReduceThreads, 0, stream>>>(params, groups);
+    return last_launch_status("gate_residual::dgate_reduce_kernel");
+  }
+};
+
+}  // namespace gate_residual
+}  // namespace hawk

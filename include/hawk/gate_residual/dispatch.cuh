@@ -1,0 +1,98 @@
+#pragma once
+//! \file
+//! The default entry points: runtime dtypes -> the shipped configuration (flash-attention style).
+//!
+//!     hawk::gate_residual::ForwardArguments args;   // shape {N, D, G, dtype, gate_dtype, index_type}, pointers
+//!     std::size_t bytes = hawk::gate_residual::forward_workspace_size(args);
+//!     hawk::Status status = hawk::gate_residual::forward(args, workspace, bytes, stream);
+//!
+//! Every (dtype, gate_dtype, index_type) combination runs DefaultForwardTile / DefaultBackwardTile: the tiles
+//! are library constants, never picked from N, D, G or the device, so results (dgate bits included, fixed by
+//! kDefaultChunkRows) are the same on every problem size and every GPU.
+//!
+//! Workspace sizes do not depend on the dtypes, so they are computed without dispatching.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hawk/core/dispatch.hpp"
+#include "hawk/core/status.hpp"
+#include "hawk/gate_residual/arguments.hpp"
+#include "hawk/gate_residual/backward.cuh"
+#include "hawk/gate_residual/forward.cuh"
+#include "hawk/gate_residual/policy.cuh"
+
+namespace hawk {
+namespace gate_residual {
+
+//! Host checks of the default forward (no device work).
+inline Status forward_can_implement(const ForwardArguments& args) {
+  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
+    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
+      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
+        return Forward<Element, Gate, Index, DefaultForwardTile>::can_implement(args);
+      });
+    });
+  });
+}
+
+//! Workspace bytes of the default forward: 256 when validating idx (a flag word), else 0.
+inline std::size_t forward_workspace_size(const ForwardArguments& args) {
+  return Forward<float, float, std::int64_t, DefaultForwardTile>::workspace_size(args);
+}
+
+//! out = residual + gate[idx] · y with the shipped configuration for the runtime dtypes.
+inline Status forward(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes,
+                      cudaStream_t stream) {
+  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
+    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
+      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
+        return Forward<Element, Gate, Index, DefaultForwardTile>::run(args, workspace, workspace_bytes, stream);
+      });
+    });
+  });
+}
+
+//! Host checks of the default backward (no device work).
+inline Status backward_can_implement(const BackwardArguments& args) {
+  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
+    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
+      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
+        return Backward<Element, Gate, Index, DefaultBackwardTile>::can_implement(args);
+      });
+    });
+  });
+}
+
+//! Workspace bytes of the default backward (0 when the arguments cannot run: see backward_can_implement).
+inline std::size_t backward_workspace_size(const BackwardArguments& args) {
+  std::size_t bytes = 0;
+  const Status status = HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
+    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
+      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
+        bytes = Backward<Element, Gate, Index, DefaultBackwardTile>::workspace_size(args);
+        return Status::success();
+      });
+    });
+  });
+  return status.ok() ? bytes : 0;
+}
+
+//! dy, dgate (and optionally a dresidual copy) with the shipped configuration for the runtime dtypes.
+inline Status backward(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes,
+                       cudaStream_t stream) {
+  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
+    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
+      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
+        return Backward<Element, Gate, Index, DefaultBackwardTile>::run(args, workspace, workspace_bytes, stream);
+      });
+    });
+  });
+}
+
+}  // namespace gate_residual
+}  // namespace hawk

@@ -1,0 +1,305 @@
+// Bad input: every problem the operators can detect returns its StatusCode and leaves every output untouched
+// (still poisoned). Also the default dispatch: each runtime (dtype, gate dtype, index type) reaches a kernel
+// that matches float64, and types hawk does not take are refused.
+#include "gate_residual_test_support.cuh"
+
+using hawk_test::raw;
+
+namespace {
+
+using E = __nv_bfloat16;
+using Gt = __nv_bfloat16;
+using I = std::int64_t;
+namespace gr = hawk::gate_residual;
+using hawk::StatusCode;
+
+//! A small valid problem with poisoned outputs; tests break one thing at a time.
+struct Fixture {
+  std::int64_t N = 257, D = 1152, G = 9;
+  thrust::device_vector<E> residual, y, dout, out, dy, dres;
+  thrust::device_vector<Gt> gate;
+  thrust::device_vector<I> idx;
+  thrust::device_vector<float> dgate;
+  thrust::device_vector<unsigned char> workspace;
+  std::vector<std::int64_t> idx_host;
+
+  Fixture() {
+    const std::size_t n = static_cast<std::size_t>(N * D);
+    for (auto* v : {&residual, &y, &dout}) {
+      v->resize(n);
+      gr_test::fill_uniform(*v, -2.0f, 2.0f, hawk_test::fresh_seed());
+    }
+    for (auto* v : {&out, &dy, &dres}) v->resize(n);
+    gate.resize(static_cast<std::size_t>(G * D));
+    gr_test::fill_uniform(gate, -1.5f, 1.5f, hawk_test::fresh_seed());
+    dgate.resize(static_cast<std::size_t>(G * D));
+    set_idx_uniform(30);  // idx = r / 30: valid for every layout
+    poison_outputs();
+    workspace.resize(64 << 20);
+  }
+  void set_idx_uniform(std::int64_t S) {
+    idx_host.resize(static_cast<std::size_t>(N));
+    for (std::int64_t r = 0; r < N; ++r) idx_host[r] = r / S;
+    idx = gr_test::upload_index<I>(idx_host);
+  }
+  void set_idx(std::int64_t row, std::int64_t value) {
+    idx_host[row] = value;
+    idx[row] = value;
+  }
+  void poison_outputs() {
+    hawk_test::poison(out);
+    hawk_test::poison(dy);
+    hawk_test::poison(dres);
+    hawk_test::poison(dgate);
+  }
+  gr::ForwardArguments forward_args() {
+    gr::ForwardArguments a;
+    a.shape = gr_test::shape_of<E, Gt, I>(N, D, G);
+    a.residual = raw(residual);
+    a.y = raw(y);
+    a.gate = raw(gate);
+    a.idx = raw(idx);
+    a.out = raw(out);
+    return a;
+  }
+  gr::BackwardArguments backward_args(gr::IndexLayout layout = gr::IndexLayout::kArbitrary, std::int64_t S = 0) {
+    gr::BackwardArguments a;
+    a.shape = gr_test::shape_of<E, Gt, I>(N, D, G);
+    a.layout = layout;
+    a.rows_per_group = S;
+    a.dout = raw(dout);
+    a.y = raw(y);
+    a.gate = raw(gate);
+    a.idx = raw(idx);
+    a.dy = raw(dy);
+    a.dgate = raw(dgate);
+    a.dresidual = raw(dres);
+    return a;
+  }
+  bool outputs_untouched() {
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    for (const auto* v : {&out, &dy, &dres}) {
+      const auto bytes = hawk_test::bytes_of(*v);
+      if (std::any_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b != 0xFF; })) return false;
+    }
+    const auto bytes = hawk_test::bytes_of(dgate);
+    return std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 0xFF; });
+  }
+};
+
+template <class Op = gr::Forward<E, Gt, I>>
+StatusCode run_forward(Fixture& f, const gr::ForwardArguments& a) {
+  const hawk::Status status = Op::run(a, raw(f.workspace), f.workspace.size(), 0);
+  INFO(status.to_string());
+  return status.code();
+}
+
+template <class Op = gr::Backward<E, Gt, I>>
+StatusCode run_backward(Fixture& f, const gr::BackwardArguments& a) {
+  const hawk::Status status = Op::run(a, raw(f.workspace), f.workspace.size(), 0);
+  INFO(status.to_string());
+  return status.code();
+}
+
+const void* shifted(const void* p, std::size_t bytes) { return static_cast<const char*>(p) + bytes; }
+void* shifted(void* p, std::size_t bytes) { return static_cast<char*>(p) + bytes; }
+
+}  // namespace
+
+TEST_CASE("forward: bad shapes, null, misaligned or overlapping pointers return their status and write nothing",
+          "[gate_residual][gpu][bad_input]") {
+  Fixture f;
+  auto expect = [&](gr::ForwardArguments a, StatusCode code) {
+    CHECK(run_forward(f, a) == code);
+    CHECK(f.outputs_untouched());
+  };
+  { auto a = f.forward_args(); a.shape.num_rows = 0; expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.forward_args(); a.shape.dim = 0; expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.forward_args(); a.shape.num_gate_rows = 0; expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.forward_args(); a.residual = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.forward_args(); a.y = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.forward_args(); a.gate = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.forward_args(); a.idx = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.forward_args(); a.out = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.forward_args(); a.residual = shifted(a.residual, 1); expect(a, StatusCode::kMisalignedPointer); }
+  { auto a = f.forward_args(); a.idx = shifted(a.idx, 4); expect(a, StatusCode::kMisalignedPointer); }
+  { auto a = f.forward_args(); a.out = shifted(a.out, 1); expect(a, StatusCode::kMisalignedPointer); }
+  { auto a = f.forward_args(); a.shape.dtype = hawk::DType::kFloat16; expect(a, StatusCode::kUnsupportedConfiguration); }
+  { auto a = f.forward_args(); a.shape.index_type = hawk::IndexType::kInt32; expect(a, StatusCode::kUnsupportedConfiguration); }
+  { auto a = f.forward_args(); a.out = const_cast<void*>(a.y); expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.forward_args(); a.residual = shifted(a.out, 16); expect(a, StatusCode::kInvalidArgument); }
+  // (out overlaps residual without being it: in place means exactly out == residual)
+  {
+    // A tile that demands the 16-byte path refuses D = 7 and a misaligned view; the default tile takes both.
+    using Strict = gr::Forward<E, Gt, I, gr::ForwardTile<256, 4, true>>;
+    auto a = f.forward_args();
+    a.shape.dim = 7;
+    CHECK(run_forward<Strict>(f, a) == StatusCode::kUnsupportedConfiguration);
+    auto b = f.forward_args();
+    b.shape.num_rows = f.N - 1;
+    b.residual = shifted(b.residual, sizeof(E));
+    CHECK(run_forward<Strict>(f, b) == StatusCode::kMisalignedPointer);
+    CHECK(f.outputs_untouched());
+  }
+  {
+    auto a = f.forward_args();
+    CHECK(gr::Forward<E, Gt, I>::run(a, nullptr, 0, 0).code() == StatusCode::kWorkspaceTooSmall);
+    CHECK(f.outputs_untouched());
+  }
+}
+
+TEST_CASE("forward: idx out of range returns kIndexOutOfRange and writes nothing", "[gate_residual][gpu][bad_input]") {
+  for (std::int64_t bad : {std::int64_t{9}, std::int64_t{-1}, std::int64_t{1} << 40}) {
+    for (std::int64_t row : {std::int64_t{0}, std::int64_t{128}, std::int64_t{256}}) {
+      Fixture f;
+      f.set_idx(row, bad);
+      INFO("idx[" << row << "] = " << bad);
+      CHECK(run_forward(f, f.forward_args()) == StatusCode::kIndexOutOfRange);
+      CHECK(f.outputs_untouched());
+    }
+  }
+}
+
+TEST_CASE("backward: bad shapes, pointers and layout descriptions return their status and write nothing",
+          "[gate_residual][gpu][bad_input]") {
+  Fixture f;
+  auto expect = [&](gr::BackwardArguments a, StatusCode code) {
+    CHECK(run_backward(f, a) == code);
+    CHECK(f.outputs_untouched());
+  };
+  { auto a = f.backward_args(); a.shape.num_rows = 0; expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.backward_args(); a.shape.dim = 0; expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.backward_args(); a.dout = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.backward_args(); a.y = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.backward_args(); a.gate = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.backward_args(); a.idx = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.backward_args(); a.dy = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.backward_args(); a.dgate = nullptr; expect(a, StatusCode::kNullPointer); }
+  { auto a = f.backward_args(); a.dgate = shifted(a.dgate, 2); expect(a, StatusCode::kMisalignedPointer); }
+  { auto a = f.backward_args(); a.dy = shifted(a.dy, 1); expect(a, StatusCode::kMisalignedPointer); }
+  { auto a = f.backward_args(); a.dy = const_cast<void*>(a.dout); expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.backward_args(); a.dgate = a.dy; expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.backward_args(); a.shape.gate_dtype = hawk::DType::kFloat32; expect(a, StatusCode::kUnsupportedConfiguration); }
+  { auto a = f.backward_args(gr::IndexLayout::kUniform, 0); expect(a, StatusCode::kInvalidArgument); }
+  // ceil(257 / 20) = 13 groups > G = 9
+  { auto a = f.backward_args(gr::IndexLayout::kUniform, 20); expect(a, StatusCode::kInvalidArgument); }
+  { auto a = f.backward_args(); a.layout = static_cast<gr::IndexLayout>(7); expect(a, StatusCode::kInvalidArgument); }
+  // idx = r / 30 declared uniform with S = 31: a layout that does not hold.
+  { auto a = f.backward_args(gr::IndexLayout::kUniform, 31); expect(a, StatusCode::kInvalidArgument); }
+  {
+    // Group 0 appears in two runs: not contiguous segments (but fine as arbitrary).
+    f.set_idx(200, 0);
+    expect(f.backward_args(gr::IndexLayout::kContiguousSegments), StatusCode::kInvalidArgument);
+    CHECK(run_backward(f, f.backward_args(gr::IndexLayout::kArbitrary)) == StatusCode::kSuccess);
+    f.set_idx_uniform(30);
+    f.poison_outputs();
+  }
+  {
+    using Strict = gr::Backward<E, Gt, I, gr::BackwardTile<128, 32, 4, true>>;
+    auto a = f.backward_args();
+    a.shape.dim = 7;
+    CHECK(run_backward<Strict>(f, a) == StatusCode::kUnsupportedConfiguration);
+    CHECK(f.outputs_untouched());
+  }
+  {
+    auto a = f.backward_args();
+    const std::size_t needed = gr::Backward<E, Gt, I>::workspace_size(a);
+    REQUIRE(needed > 0);
+    CHECK(gr::Backward<E, Gt, I>::run(a, raw(f.workspace), needed - 1, 0).code() == StatusCode::kWorkspaceTooSmall);
+    CHECK(f.outputs_untouched());
+  }
+}
+
+TEST_CASE("backward: idx out of range returns kIndexOutOfRange under every layout and writes nothing",
+          "[gate_residual][gpu][bad_input]") {
+  for (gr::IndexLayout layout :
+       {gr::IndexLayout::kArbitrary, gr::IndexLayout::kContiguousSegments, gr::IndexLayout::kUniform}) {
+    for (std::int64_t bad : {std::int64_t{9}, std::int64_t{-1}}) {
+      Fixture f;
+      f.set_idx(256, bad);
+      INFO("layout " << gr::to_string(layout) << ", idx[256] = " << bad);
+      CHECK(run_backward(f, f.backward_args(layout, 30)) == StatusCode::kIndexOutOfRange);
+      CHECK(f.outputs_untouched());
+    }
+  }
+}
+
+TEST_CASE("negative control: with valid input the same fixture writes every output", "[gate_residual][gpu][bad_input]") {
+  Fixture f;
+  CHECK(run_forward(f, f.forward_args()) == StatusCode::kSuccess);
+  CHECK(run_backward(f, f.backward_args(gr::IndexLayout::kUniform, 30)) == StatusCode::kSuccess);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  CHECK_FALSE(f.outputs_untouched());
+  for (const auto* v : {&f.out, &f.dy, &f.dres}) CHECK(hawk_test::compare(hawk_test::to_host(*v), hawk_test::to_host(f.dout)).non_finite == 0);
+  CHECK(hawk_test::compare(hawk_test::to_host(f.dgate), std::vector<double>(f.dgate.size(), 1.0)).non_finite == 0);
+}
+
+namespace {
+
+template <class Et, class Gtt, class It>
+void check_dispatch_combination() {
+  const std::int64_t N = 129, D = 40;
+  const gr_test::IndexPlan plan = gr_test::make_index_plan(gr::IndexLayout::kArbitrary, N, 0, gr::kDefaultChunkRows,
+                                                           hawk_test::fresh_seed());
+  const std::int64_t G = plan.num_gate_rows;
+  const auto residual = gr_test::random_values<Et>(static_cast<std::size_t>(N * D), -2, 2, hawk_test::fresh_seed());
+  const auto y = gr_test::random_values<Et>(residual.size(), -2, 2, hawk_test::fresh_seed());
+  const auto dout = gr_test::random_values<Et>(residual.size(), -2, 2, hawk_test::fresh_seed());
+  const auto gate = gr_test::random_values<Gtt>(static_cast<std::size_t>(G * D), -1.5, 1.5, hawk_test::fresh_seed());
+  const gr_test::Reference ref = gr_test::reference(residual, y, gate, dout, plan, N, D);
+  auto d_residual = gr_test::upload<Et>(residual), d_y = gr_test::upload<Et>(y), d_dout = gr_test::upload<Et>(dout);
+  auto d_gate = gr_test::upload<Gtt>(gate);
+  auto d_idx = gr_test::upload_index<It>(plan.idx);
+  thrust::device_vector<Et> out(residual.size()), dy(residual.size());
+  thrust::device_vector<float> dgate(gate.size());
+  hawk_test::poison(out);
+  hawk_test::poison(dy);
+  hawk_test::poison(dgate);
+
+  gr::ForwardArguments f;
+  f.shape = gr_test::shape_of<Et, Gtt, It>(N, D, G);
+  f.residual = raw(d_residual);
+  f.y = raw(d_y);
+  f.gate = raw(d_gate);
+  f.idx = raw(d_idx);
+  f.out = raw(out);
+  gr::BackwardArguments b;
+  b.shape = f.shape;
+  b.dout = raw(d_dout);
+  b.y = raw(d_y);
+  b.gate = raw(d_gate);
+  b.idx = raw(d_idx);
+  b.dy = raw(dy);
+  b.dgate = raw(dgate);
+  REQUIRE(gr::forward_can_implement(f).ok());
+  REQUIRE(gr::backward_can_implement(b).ok());
+  thrust::device_vector<unsigned char> workspace(std::max(gr::forward_workspace_size(f), gr::backward_workspace_size(b)));
+  REQUIRE(gr::forward(f, raw(workspace), workspace.size(), 0).ok());
+  REQUIRE(gr::backward(b, raw(workspace), workspace.size(), 0).ok());
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  gr_test::require_within_ulps<Et>(hawk_test::to_host(out), ref.out, 1.0, "out");
+  gr_test::require_within_ulps<Et>(hawk_test::to_host(dy), ref.dy, 1.0, "dy");
+  gr_test::require_dgate_close<float>(hawk_test::to_host(dgate), ref, D);
+}
+
+}  // namespace
+
+TEST_CASE("default dispatch: every runtime dtype combination runs and matches float64", "[gate_residual][gpu][dispatch]") {
+  check_dispatch_combination<float, float, std::int32_t>();
+  check_dispatch_combination<float, __nv_bfloat16, std::int64_t>();
+  check_dispatch_combination<__half, float, std::int64_t>();
+  check_dispatch_combination<__half, __nv_bfloat16, std::int32_t>();
+  check_dispatch_combination<__nv_bfloat16, float, std::int32_t>();
+  check_dispatch_combination<__nv_bfloat16, __nv_bfloat16, std::int64_t>();
+}
+
+TEST_CASE("default dispatch: a gate dtype hawk does not take is refused", "[gate_residual][gpu][dispatch]") {
+  Fixture f;
+  auto a = f.forward_args();
+  a.shape.gate_dtype = hawk::DType::kFloat16;
+  CHECK(gr::forward(a, raw(f.workspace), f.workspace.size(), 0).code() == StatusCode::kUnsupportedConfiguration);
+  auto b = f.backward_args();
+  b.shape.gate_dtype = hawk::DType::kFloat16;
+  CHECK(gr::backward(b, raw(f.workspace), f.workspace.size(), 0).code() == StatusCode::kUnsupportedConfiguration);
+  CHECK(f.outputs_untouched());
+}
