@@ -1,0 +1,578 @@
+// RG-LRU benchmark (issue 4): the forward through the default dispatch, bf16, at the shapes of GPU.md, fused
+// and gate-logits, canonical (ResetAtSequenceStart) and restricted (NoReset, no h0: Fattori's contract), plus
+// decode (256 sequences, W = 2560, H = 10, one token from a state pool, in place). The gate-logits rows are
+// compared with a device-to-device copy of the same bytes (x, gx, ga read, y written) timed in the same run.
+//
+// Protocol: CUDA events; warm-up; every sample is the mean of `reps` back-to-back calls; two rounds in AB/BA
+// order (the measured operation and its copy baseline alternate which goes first); inputs and outputs rotated
+// over enough buffer sets to exceed the 60 MB L2; inputs random on the device (never zeros).
+// JSON (seed 000 schema: samples, median/min/max/mean, rounds, peak memory) to stdout and to argv[1] if given;
+// a short table last, on stderr.
+//
+// Structure: one function per measurement (`measure_forward`, `measure_copy`), one row builder per kind of row;
+// the backward appends its own section (`backward_rows`) next to `forward_rows` in main().
+
+#include <cuda_runtime_api.h>
+#include <thrust/device_vector.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hawk/rglru/rglru.cuh"
+
+namespace {
+
+using Element = __nv_bfloat16;
+using hawk::rglru::ForwardArguments;
+using hawk::rglru::GateMode;
+using hawk::rglru::ResetMode;
+
+#define BENCH_CUDA(call)                                                                        \
+  do {                                                                                          \
+    const cudaError_t e = (call);                                                               \
+    if (e != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));                    \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+// ---- inputs ----------------------------------------------------------------------------------------------------
+
+//! Uniform values in [lo, hi) from a hash of the index: fast, reproducible, never all zeros.
+template <class T>
+__global__ void fill_random_kernel(T* out, std::int64_t n, std::uint64_t seed, float lo, float hi) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+    out[i] = hawk::from_float<T>(lo + (hi - lo) * u);
+  }
+}
+
+template <class T>
+thrust::device_vector<T> random_buffer(std::int64_t n, float lo, float hi, std::uint64_t seed) {
+  thrust::device_vector<T> v(static_cast<std::size_t>(n));
+  fill_random_kernel<T><<<1024, 256>>>(thrust::raw_pointer_cast(v.data()), n, seed, lo, hi);
+  BENCH_CUDA(cudaGetLastError());
+  return v;
+}
+
+template <class T>
+T* raw(thrust::device_vector<T>& v) {
+  return thrust::raw_pointer_cast(v.data());
+}
+
+// ---- statistics and JSON ---------------------------------------------------------------------------------------
+
+struct Samples {
+  std::vector<double> all;                  // ms, in the order taken
+  std::vector<std::vector<double>> rounds;  // per round
+  std::vector<int> order_index;             // per round: 0 = measured first (A), 1 = baseline first (B)
+
+  double median() const {
+    std::vector<double> s = all;
+    std::sort(s.begin(), s.end());
+    const std::size_t n = s.size();
+    return n == 0 ? 0 : (n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]));
+  }
+  double min() const { return all.empty() ? 0 : *std::min_element(all.begin(), all.end()); }
+  double max() const { return all.empty() ? 0 : *std::max_element(all.begin(), all.end()); }
+  double mean() const { return all.empty() ? 0 : std::accumulate(all.begin(), all.end(), 0.0) / all.size(); }
+};
+
+std::string number(double v) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g", v);
+  return text;
+}
+
+std::string list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + number(v[i]);
+  return s + "]";
+}
+
+std::string samples_json(const Samples& s) {
+  return "{\"samples_ms\": " + list(s.all) + ", \"median_ms\": " + number(s.median()) + ", \"minimum_ms\": " +
+         number(s.min()) + ", \"maximum_ms\": " + number(s.max()) + ", \"mean_ms\": " + number(s.mean()) + "}";
+}
+
+std::string rounds_json(const Samples& s, const char* key) {
+  std::string out = "[";
+  for (std::size_t r = 0; r < s.rounds.size(); ++r)
+    out += std::string(r ? ", " : "") + "{\"round\": " + std::to_string(r) + ", \"order_index\": " +
+           std::to_string(s.order_index[r]) + ", \"" + key + "\": " + list(s.rounds[r]) + "}";
+  return out + "]";
+}
+
+// ---- timing ----------------------------------------------------------------------------------------------------
+
+constexpr int kRounds = 2;
+constexpr int kSamplesPerRound = 10;
+constexpr int kWarmup = 5;
+
+//! One sample: the mean time in ms of `reps` calls of `op(rep)` timed with CUDA events.
+double time_once(const std::function<void(int)>& op, int reps) {
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  BENCH_CUDA(cudaEventRecord(start));
+  for (int r = 0; r < reps; ++r) op(r);
+  BENCH_CUDA(cudaEventRecord(stop));
+  BENCH_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  return ms / reps;
+}
+
+//! AB/BA: in round 0 `a` is sampled before `b` each time, in round 1 after. Returns both sample sets.
+std::pair<Samples, Samples> time_ab(const std::function<void(int)>& a, const std::function<void(int)>& b, int reps) {
+  for (int w = 0; w < kWarmup; ++w) {
+    a(w);
+    b(w);
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+  Samples sa, sb;
+  for (int round = 0; round < kRounds; ++round) {
+    sa.rounds.emplace_back();
+    sb.rounds.emplace_back();
+    sa.order_index.push_back(round % 2);
+    sb.order_index.push_back(1 - round % 2);
+    for (int i = 0; i < kSamplesPerRound; ++i) {
+      double ta, tb;
+      if (round % 2 == 0) {
+        ta = time_once(a, reps);
+        tb = time_once(b, reps);
+      } else {
+        tb = time_once(b, reps);
+        ta = time_once(a, reps);
+      }
+      sa.all.push_back(ta);
+      sa.rounds.back().push_back(ta);
+      sb.all.push_back(tb);
+      sb.rounds.back().push_back(tb);
+    }
+  }
+  return {sa, sb};
+}
+
+// ---- problems --------------------------------------------------------------------------------------------------
+
+struct Shape {
+  std::int64_t B, L, W, H;
+  double fused_target_us;  // issue 4 target for bf16 fused (0 = none)
+};
+
+//! Device buffers of one problem, rotated over `sets` copies of everything a call reads and writes.
+struct ForwardBuffers {
+  int sets = 1;
+  std::vector<thrust::device_vector<Element>> x, gx, ga, y;
+  thrust::device_vector<Element> Wx, Wa;
+  thrust::device_vector<float> bx, ba, a_param;
+  std::vector<thrust::device_vector<float>> h;  // h0 / h_final (in place) for decode; final state otherwise
+  thrust::device_vector<std::int32_t> state_index;
+  std::size_t bytes = 0;  // device bytes allocated for this problem
+};
+
+//! Enough sets that one pass over them exceeds the 60 MB L2 twice over (at most 16).
+int rotation_sets(std::size_t bytes_per_call) {
+  const std::size_t target = 120u << 20;
+  return static_cast<int>(std::min<std::size_t>(16, std::max<std::size_t>(2, (target + bytes_per_call - 1) / bytes_per_call)));
+}
+
+ForwardBuffers make_buffers(const Shape& s, GateMode mode, std::int64_t state_rows) {
+  ForwardBuffers b;
+  const std::int64_t T = s.B * s.L, w = s.W / s.H;
+  const std::size_t per_call = static_cast<std::size_t>(T * s.W) * sizeof(Element) * (mode == GateMode::kFused ? 2 : 4);
+  b.sets = rotation_sets(per_call);
+  std::uint64_t seed = 1;
+  for (int i = 0; i < b.sets; ++i) {
+    b.x.push_back(random_buffer<Element>(T * s.W, -1.0f, 1.0f, seed++));
+    if (mode == GateMode::kGateLogits) {
+      b.gx.push_back(random_buffer<Element>(T * s.W, -3.0f, 3.0f, seed++));
+      b.ga.push_back(random_buffer<Element>(T * s.W, -3.0f, 3.0f, seed++));
+    }
+    b.y.push_back(random_buffer<Element>(T * s.W, -1.0f, 1.0f, seed++));
+    b.h.push_back(random_buffer<float>(state_rows * s.W, -1.0f, 1.0f, seed++));
+  }
+  const float scale = 2.0f / std::sqrt(static_cast<float>(w));
+  b.Wx = random_buffer<Element>(s.H * w * w, -scale, scale, seed++);
+  b.Wa = random_buffer<Element>(s.H * w * w, -scale, scale, seed++);
+  b.bx = random_buffer<float>(s.W, -0.5f, 0.5f, seed++);
+  b.ba = random_buffer<float>(s.W, -0.5f, 0.5f, seed++);
+  b.a_param = random_buffer<float>(s.W, -1.0f, 1.0f, seed++);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(s.B));
+  for (std::int64_t n = 0; n < s.B; ++n) slots[static_cast<std::size_t>(n)] = static_cast<std::int32_t>((n * 7) % state_rows);
+  b.state_index = thrust::device_vector<std::int32_t>(slots.begin(), slots.end());
+  b.bytes = b.sets * (per_call + static_cast<std::size_t>(state_rows * s.W) * 4) +
+            2 * static_cast<std::size_t>(s.H * w * w) * sizeof(Element) + 3 * static_cast<std::size_t>(s.W) * 4;
+  BENCH_CUDA(cudaDeviceSynchronize());
+  return b;
+}
+
+ForwardArguments arguments(const Shape& s, GateMode mode, ResetMode reset_mode, bool with_h0, bool decode,
+                           ForwardBuffers& b, int set, std::int64_t state_rows) {
+  ForwardArguments a;
+  a.shape.num_sequences = s.B;
+  a.shape.seq_len = s.L;
+  a.shape.num_tokens = s.B * s.L;
+  a.shape.width = s.W;
+  a.shape.num_blocks = s.H;
+  a.shape.validate_device_inputs = false;  // timed calls: no synchronising validation
+  a.dtype = hawk::DType::kBFloat16;
+  a.mode = mode;
+  a.reset_mode = reset_mode;
+  a.x = raw(b.x[set]);
+  if (mode == GateMode::kGateLogits) {
+    a.gx = raw(b.gx[set]);
+    a.ga = raw(b.ga[set]);
+  } else {
+    a.Wx = raw(b.Wx);
+    a.Wa = raw(b.Wa);
+    a.bx = raw(b.bx);
+    a.ba = raw(b.ba);
+  }
+  a.a_param = raw(b.a_param);
+  a.y = raw(b.y[set]);
+  a.h_final = raw(b.h[set]);
+  if (with_h0) a.h0 = raw(b.h[set]);  // in place
+  if (decode) {
+    a.state_index = raw(b.state_index);
+    a.shape.num_state_rows = state_rows;
+  }
+  return a;
+}
+
+// ---- measurements ----------------------------------------------------------------------------------------------
+
+struct Measurement {
+  Samples op, copy;
+  std::size_t peak_bytes = 0;
+  std::size_t bytes_moved = 0;  // bytes the operation must move (gate-logits: x, gx, ga read + y written)
+};
+
+//! The forward at one shape, mode and contract, against a copy of the bytes it must move.
+Measurement measure_forward(const Shape& s, GateMode mode, ResetMode reset_mode, bool with_h0, bool decode) {
+  const std::int64_t state_rows = decode ? 2 * s.B : s.B;
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  BENCH_CUDA(cudaMemGetInfo(&free_before, &total));
+  ForwardBuffers b = make_buffers(s, mode, state_rows);
+  const std::size_t tokens = static_cast<std::size_t>(s.B * s.L * s.W);
+  Measurement m;
+  m.bytes_moved = tokens * sizeof(Element) * (mode == GateMode::kGateLogits ? 4 : 2);
+  // The copy baseline: half the moved bytes read and written (so it moves the same total).
+  thrust::device_vector<unsigned char> copy_dst(m.bytes_moved / 2);
+  std::vector<thrust::device_vector<unsigned char>> copy_sources;
+  for (int i = 0; i < b.sets; ++i) copy_sources.emplace_back(m.bytes_moved / 2, static_cast<unsigned char>(i + 1));
+  BENCH_CUDA(cudaDeviceSynchronize());
+  BENCH_CUDA(cudaMemGetInfo(&free_after, &total));
+  // Device memory this measurement holds (buffer sets of the operation and of its copy baseline).
+  m.peak_bytes = free_before > free_after ? free_before - free_after : b.bytes;
+
+  bool failed = false;
+  auto op = [&](int rep) {
+    const int set = rep % b.sets;
+    const ForwardArguments a = arguments(s, mode, reset_mode, with_h0, decode, b, set, state_rows);
+    const hawk::Status status = hawk::rglru::forward(a, nullptr, 0, nullptr);
+    if (!status.ok() && !failed) {
+      std::fprintf(stderr, "forward failed: %s\n", status.to_string().c_str());
+      failed = true;
+    }
+  };
+  auto copy = [&](int rep) {
+    const int set = rep % b.sets;
+    BENCH_CUDA(cudaMemcpyAsync(raw(copy_dst), raw(copy_sources[static_cast<std::size_t>(set)]), m.bytes_moved / 2,
+                               cudaMemcpyDeviceToDevice, nullptr));
+  };
+  const int reps = decode ? 200 : 20;
+  auto timed = time_ab(op, copy, reps);
+  if (failed) std::exit(1);
+  m.op = timed.first;
+  m.copy = timed.second;
+  return m;
+}
+
+// ---- rows ------------------------------------------------------------------------------------------------------
+
+struct TableLine {
+  std::string name;
+  double median_us, target_us, gbps, copy_fraction;
+  bool met;
+};
+
+std::string forward_row(const char* implementation, const Shape& s, GateMode mode, const char* contract,
+                        const Measurement& m, double target_us, double target_copy_fraction,
+                        std::vector<TableLine>& table) {
+  const double median_ms = m.op.median();
+  const double gbps = m.bytes_moved / (median_ms * 1e-3) / 1e9;
+  const double copy_gbps = m.bytes_moved / (m.copy.median() * 1e-3) / 1e9;
+  const double fraction = gbps / copy_gbps;
+  bool met = true;
+  if (target_us > 0) met = met && median_ms * 1e3 <= target_us;
+  if (target_copy_fraction > 0) met = met && fraction >= target_copy_fraction;
+  const bool has_target = target_us > 0 || target_copy_fraction > 0;
+  std::ostringstream row;
+  row << "{\"implementation\": \"" << implementation << "\", \"dtype\": \"bf16\", \"mode\": \""
+      << (mode == GateMode::kFused ? "fused" : "gate_logits") << "\", \"contract\": \"" << contract
+      << "\", \"shape\": {\"batch\": " << s.B << ", \"length\": " << s.L << ", \"width\": " << s.W
+      << ", \"heads\": " << s.H << "}, \"forward\": " << samples_json(m.op)
+      << ", \"rounds\": " << rounds_json(m.op, "forward_ms")
+      << ", \"copy_same_bytes\": " << samples_json(m.copy) << ", \"copy_rounds\": " << rounds_json(m.copy, "copy_ms")
+      << ", \"bytes_moved\": " << m.bytes_moved << ", \"gbps\": " << number(gbps) << ", \"copy_gbps\": "
+      << number(copy_gbps) << ", \"fraction_of_copy\": " << number(fraction)
+      << ", \"peak_allocated_delta_bytes\": " << m.peak_bytes;
+  if (target_us > 0) row << ", \"target_us\": " << number(target_us);
+  if (target_copy_fraction > 0) row << ", \"target_fraction_of_copy\": " << number(target_copy_fraction);
+  if (has_target) row << ", \"target_met\": " << (met ? "true" : "false");
+  row << "}";
+  char name[160];
+  std::snprintf(name, sizeof(name), "%s %s (%lld,%lld,%lld,%lld)", mode == GateMode::kFused ? "fused" : "logits",
+                contract, static_cast<long long>(s.B), static_cast<long long>(s.L), static_cast<long long>(s.W),
+                static_cast<long long>(s.H));
+  table.push_back({name, median_ms * 1e3, target_us, gbps, fraction, has_target ? met : true});
+  return row.str();
+}
+
+//! Every forward row of issue 4.
+std::vector<std::string> forward_rows(std::vector<TableLine>& table) {
+  const Shape shapes[] = {{4, 2048, 2048, 16, 60.0}, {1, 8192, 2560, 10, 150.0}, {16, 1024, 1024, 16, 40.0}};
+  std::vector<std::string> rows;
+  for (const Shape& s : shapes) {
+    for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits}) {
+      const bool fused = mode == GateMode::kFused;
+      const auto canonical = measure_forward(s, mode, ResetMode::kSequenceStart, false, false);
+      rows.push_back(forward_row("hawk_canonical", s, mode, "canonical (reset at t=0)", canonical,
+                                 fused ? s.fused_target_us : 0, fused ? 0 : 0.8, table));
+      const auto restricted = measure_forward(s, mode, ResetMode::kNone, false, false);
+      rows.push_back(forward_row("hawk_restricted", s, mode, "restricted (no reset, no h0)", restricted,
+                                 fused ? s.fused_target_us : 0, fused ? 0 : 0.8, table));
+    }
+  }
+  // Decode: 256 sequences, one token each, state pool of 512 rows updated in place through state_index.
+  const Shape decode{256, 1, 2560, 10, 0.0};
+  for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits}) {
+    const auto m = measure_forward(decode, mode, ResetMode::kNone, true, true);
+    rows.push_back(forward_row("hawk_decode", decode, mode, "decode (L=1, state pool, in place)", m, 0, 0, table));
+  }
+  return rows;
+}
+
+// ---- forward + backward (issue 5; added by the backward's owner) --------------------------------------------------
+//
+// fwd+bwd = forward with checkpoints + hawk::rglru::backward (dy given, no dh_final), timed AB/BA against the
+// forward alone (also with checkpoints) in the same run. peak_allocated_delta_bytes = what one training step
+// allocates beyond its inputs (x, gx/ga or the weights, dy): y, the checkpoints, the final state, dx (dgx, dga),
+// the parameter gradients and the backward's workspace (fused: 12·T·W bytes of fp32 gate gradients + partials).
+
+struct BackwardBuffers {
+  std::vector<thrust::device_vector<Element>> dy, dx, dgx, dga;
+  thrust::device_vector<float> checkpoints, dWx, dbx, dWa, dba, da_param;
+  thrust::device_vector<unsigned char> workspace;
+};
+
+std::string forward_backward_rounds_json(const Samples& forward, const Samples& both) {
+  std::string out = "[";
+  for (std::size_t r = 0; r < both.rounds.size(); ++r)
+    out += std::string(r ? ", " : "") + "{\"round\": " + std::to_string(r) + ", \"order_index\": " +
+           std::to_string(both.order_index[r]) + ", \"forward_ms\": " + list(forward.rounds[r]) +
+           ", \"forward_backward_ms\": " + list(both.rounds[r]) + "}";
+  return out + "]";
+}
+
+std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, double target_us,
+                         std::vector<TableLine>& table) {
+  const bool fused = mode == GateMode::kFused;
+  const bool canonical = reset_mode == ResetMode::kSequenceStart;
+  const std::int64_t T = s.B * s.L, w = s.W / s.H;
+  ForwardBuffers b = make_buffers(s, mode, s.B);
+  BackwardBuffers g;
+  std::uint64_t seed = 1000;
+  for (int i = 0; i < b.sets; ++i) {
+    g.dy.push_back(random_buffer<Element>(T * s.W, -1.0f, 1.0f, seed++));
+    g.dx.emplace_back(static_cast<std::size_t>(T * s.W));
+    if (!fused) {
+      g.dgx.emplace_back(static_cast<std::size_t>(T * s.W));
+      g.dga.emplace_back(static_cast<std::size_t>(T * s.W));
+    }
+  }
+  const std::int64_t chunk = hawk::rglru::kDefaultTimeChunk;
+  g.checkpoints.resize(static_cast<std::size_t>(hawk::rglru::checkpoint_rows(T, s.B, chunk) * s.W));
+  if (fused) {
+    g.dWx.resize(static_cast<std::size_t>(s.H * w * w));
+    g.dWa.resize(static_cast<std::size_t>(s.H * w * w));
+    g.dbx.resize(static_cast<std::size_t>(s.W));
+    g.dba.resize(static_cast<std::size_t>(s.W));
+  }
+  g.da_param.resize(static_cast<std::size_t>(s.W));
+
+  auto forward_args = [&](int set) {
+    ForwardArguments a = arguments(s, mode, reset_mode, false, false, b, set, s.B);
+    a.checkpoints = raw(g.checkpoints);
+    a.checkpoint_chunk = chunk;
+    return a;
+  };
+  auto backward_args = [&](int set) {
+    const ForwardArguments f = forward_args(set);
+    hawk::rglru::BackwardArguments a;
+    a.shape = f.shape;
+    a.dtype = f.dtype;
+    a.mode = f.mode;
+    a.reset_mode = f.reset_mode;
+    a.x = f.x;
+    a.Wx = f.Wx;
+    a.bx = f.bx;
+    a.Wa = f.Wa;
+    a.ba = f.ba;
+    a.gx = f.gx;
+    a.ga = f.ga;
+    a.a_param = f.a_param;
+    a.checkpoints = f.checkpoints;
+    a.checkpoint_chunk = chunk;
+    a.dy = raw(g.dy[static_cast<std::size_t>(set)]);
+    a.dx = raw(g.dx[static_cast<std::size_t>(set)]);
+    if (fused) {
+      a.dWx = raw(g.dWx);
+      a.dbx = raw(g.dbx);
+      a.dWa = raw(g.dWa);
+      a.dba = raw(g.dba);
+    } else {
+      a.dgx = raw(g.dgx[static_cast<std::size_t>(set)]);
+      a.dga = raw(g.dga[static_cast<std::size_t>(set)]);
+    }
+    a.da_param = raw(g.da_param);
+    return a;
+  };
+  const std::size_t workspace_bytes = hawk::rglru::backward_workspace_size(backward_args(0));
+  g.workspace.resize(workspace_bytes);
+
+  bool failed = false;
+  auto report = [&](const hawk::Status& status, const char* what) {
+    if (!status.ok() && !failed) {
+      std::fprintf(stderr, "%s failed: %s\n", what, status.to_string().c_str());
+      failed = true;
+    }
+  };
+  auto forward_only = [&](int rep) {
+    report(hawk::rglru::forward(forward_args(rep % b.sets), nullptr, 0, nullptr), "forward");
+  };
+  auto forward_backward = [&](int rep) {
+    const int set = rep % b.sets;
+    report(hawk::rglru::forward(forward_args(set), nullptr, 0, nullptr), "forward");
+    report(hawk::rglru::backward(backward_args(set), raw(g.workspace), g.workspace.size(), nullptr), "backward");
+  };
+  auto timed = time_ab(forward_backward, forward_only, 10);
+  if (failed) std::exit(1);
+  const Samples& both = timed.first;
+  const Samples& forward = timed.second;
+
+  const std::size_t rows_bytes = static_cast<std::size_t>(T * s.W) * sizeof(Element);
+  const std::size_t checkpoint_bytes = g.checkpoints.size() * sizeof(float);
+  const std::size_t param_grad_bytes = (g.dWx.size() + g.dWa.size() + g.dbx.size() + g.dba.size() + g.da_param.size()) * 4;
+  const std::size_t peak = rows_bytes * (fused ? 2 : 4) /* y, dx (, dgx, dga) */ + checkpoint_bytes +
+                           static_cast<std::size_t>(s.B * s.W) * 4 /* final state */ + param_grad_bytes + workspace_bytes;
+  // Bytes a fused forward+backward must move at least: x, y (forward); x, dy read, dx written (backward).
+  // Gate-logits: x, gx, ga, y; x, gx, ga, dy, dx, dgx, dga.
+  const std::size_t bytes_moved = rows_bytes * (fused ? 5 : 11);
+  const double median_ms = both.median();
+  const bool met = target_us <= 0 || median_ms * 1e3 <= target_us;
+
+  std::ostringstream row;
+  row << "{\"implementation\": \"" << (canonical ? "hawk_canonical" : "hawk_restricted")
+      << "\", \"dtype\": \"bf16\", \"mode\": \"" << (fused ? "fused" : "gate_logits") << "\", \"contract\": \""
+      << (canonical ? "canonical (reset at t=0)" : "restricted (no reset, no h0)") << "\", \"shape\": {\"batch\": " << s.B
+      << ", \"length\": " << s.L << ", \"width\": " << s.W << ", \"heads\": " << s.H
+      << "}, \"forward\": " << samples_json(forward) << ", \"forward_backward\": " << samples_json(both)
+      << ", \"rounds\": " << forward_backward_rounds_json(forward, both)
+      << ", \"peak_allocated_delta_bytes\": " << peak << ", \"backward_workspace_bytes\": " << workspace_bytes
+      << ", \"checkpoint_bytes\": " << checkpoint_bytes << ", \"bytes_moved_forward_backward\": " << bytes_moved
+      << ", \"gbps_forward_backward\": " << number(bytes_moved / (median_ms * 1e-3) / 1e9);
+  if (target_us > 0)
+    row << ", \"target_forward_backward_us\": " << number(target_us) << ", \"target_met\": " << (met ? "true" : "false");
+  row << "}";
+  char name[160];
+  std::snprintf(name, sizeof(name), "fwd+bwd %s %s (%lld,%lld,%lld,%lld)", fused ? "fused" : "logits",
+                canonical ? "canonical" : "restricted", static_cast<long long>(s.B), static_cast<long long>(s.L),
+                static_cast<long long>(s.W), static_cast<long long>(s.H));
+  table.push_back({name, median_ms * 1e3, target_us, bytes_moved / (median_ms * 1e-3) / 1e9, 0.0, met});
+  return row.str();
+}
+
+//! Every forward+backward row of issue 5 (targets: bf16 fused, both contracts).
+std::vector<std::string> backward_rows(std::vector<TableLine>& table) {
+  const Shape shapes[] = {{4, 2048, 2048, 16, 200.0}, {1, 8192, 2560, 10, 500.0}, {16, 1024, 1024, 16, 0.0}};
+  std::vector<std::string> rows;
+  for (const Shape& s : shapes)
+    for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits})
+      for (ResetMode reset_mode : {ResetMode::kSequenceStart, ResetMode::kNone})
+        rows.push_back(backward_row(s, mode, reset_mode, mode == GateMode::kFused ? s.fused_target_us : 0.0, table));
+  return rows;
+}
+
+// ---- end of the forward + backward section ------------------------------------------------------------------------
+
+std::string today() {
+  char text[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(text, sizeof(text), "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: skipped\n");
+    return 77;
+  }
+  cudaDeviceProp properties{};
+  BENCH_CUDA(cudaGetDeviceProperties(&properties, 0));
+  const char* commit = std::getenv("HAWK_COMMIT");
+
+  std::vector<TableLine> table;
+  std::vector<std::string> rows = forward_rows(table);
+  // The backward section (fwd+bwd timing) appends its rows here.
+  for (std::string& row : backward_rows(table)) rows.push_back(std::move(row));
+
+  std::ostringstream json;
+  json << "{\n  \"schema_version\": 1,\n  \"benchmark\": \"rglru\",\n  \"gpu\": \"" << properties.name
+       << "\",\n  \"date\": \"" << today() << "\",\n  \"commit\": \"" << (commit ? commit : "unknown")
+       << "\",\n  \"protocol\": {\"timing\": \"CUDA events; each sample the mean of back-to-back calls (20, decode "
+          "200); "
+       << kWarmup << " warm-up calls; " << kRounds << " rounds x " << kSamplesPerRound
+       << " samples in AB/BA order against a device-to-device copy of the same bytes\", \"inputs\": \"random on the "
+          "device, rotated over sets of buffers larger than twice the L2\", \"dtype\": \"bf16 x/y, fp32 gate math "
+          "and carry\", \"dispatch\": \"hawk::rglru::forward (default configurations)\", \"order\": \"AB/BA\"},\n"
+          "  \"rows\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) json << "    " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+  json << "  ]\n}\n";
+  const std::string text = json.str();
+  std::fputs(text.c_str(), stdout);
+  if (argc > 1) {
+    if (FILE* f = std::fopen(argv[1], "w")) {
+      std::fputs(text.c_str(), f);
+      std::fclose(f);
+    }
+  }
+  std::fprintf(stderr, "\n%-58s %10s %10s %9s %8s %s\n", "rglru forward (bf16)", "median_us", "target_us", "GB/s",
+               "of_copy", "met");
+  for (const auto& line : table)
+    std::fprintf(stderr, "%-58s %10.1f %10s %9.0f %8.2f %s\n", line.name.c_str(), line.median_us,
+                 line.target_us > 0 ? number(line.target_us).c_str() : "-", line.gbps, line.copy_fraction,
+                 line.met ? "yes" : "NO");
+  return 0;
+}

@@ -1,0 +1,198 @@
+#pragma once
+//! \file
+//! The compile-time shape of an RG-LRU forward kernel: element type, block width, width tile, time chunk,
+//! threads, pipeline depth, reset policy and gate mode, gathered in one struct (mamba's `Ktraits`, CUTLASS's
+//! policies). Everything the kernel needs to know about its tiles (shared-memory layout, MMA warp grid, vector
+//! widths) is derived here, and impossible combinations are rejected by `static_assert`s that say why.
+//!
+//! A user writes their own configuration the same way the shipped ones are written:
+//!
+//!     using MyConfig = hawk::rglru::ForwardConfig<__nv_bfloat16, /*BlockWidth=*/128, /*WidthTile=*/64,
+//!                                                 /*TimeChunk=*/64, /*Threads=*/256,
+//!                                                 hawk::rglru::ResetFlags, hawk::rglru::GateMode::kFused>;
+//!     hawk::rglru::Forward<MyConfig>::run(args, nullptr, 0, stream);
+//!
+//! How a CTA works (forward_kernel.cuh): one CTA per (sequence, width tile of `WidthTile` channels). It walks
+//! its sequence in chunks of `TimeChunk` tokens. Per chunk: (1) the chunk's inputs arrive in shared memory
+//! through a `Stages`-deep cp.async pipeline (fused mode: the x rows of the whole block, [TimeChunk,
+//! BlockWidth], since each output channel needs every input of its block; gate-logits mode: the x, gx, ga
+//! tiles [TimeChunk, WidthTile]); (2) fused mode only: gx, ga = x · [Wx | Wa](:, tile) + b on tensor cores
+//! (fp32 accumulate; a SIMT fp32 loop for fp32 elements) with the weight slices resident in shared memory for
+//! the whole sequence; (3) all threads evaluate `token_gates` for [TimeChunk, WidthTile]; (4) `WidthTile`
+//! threads advance the fp32 carry token by token with `recurrence_step`; (5) y is stored with 16-byte stores.
+//!
+//! Invariance: every tile size here is a compile-time constant, and the default dispatch chooses a
+//! configuration only from (dtype, mode, reset policy, W, H), never from B, L, N or T, so a sequence's bits do
+//! not depend on what else is in the batch. `TimeChunk` does not change the bits either (the carry advances
+//! one token at a time and the projection of a token row does not depend on its row in the MMA tile), but it
+//! fixes the checkpoint layout: `ForwardArguments::checkpoint_chunk` must equal `kTimeChunk`.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "hawk/core/element.cuh"
+#include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/reset_policy.hpp"
+
+namespace hawk {
+namespace rglru {
+
+namespace detail {
+
+constexpr int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
+constexpr std::size_t round_up_bytes(std::size_t value) { return (value + 127) / 128 * 128; }
+constexpr bool is_power_of_two(int value) { return value > 0 && (value & (value - 1)) == 0; }
+
+//! Warps along N (output columns) of the MMA warp grid for an M x N x K product shared by `warps` warps: the
+//! split that reads the fewest operand bytes from shared memory (each warp reads its A rows and B columns once
+//! per k step: bytes ~ M·K·warps_n + N·K·warps_m), among the splits whose warp tile is a whole number of
+//! m16 x n16 MMA tiles. Returns 0 when no split fits.
+constexpr int mma_warps_n(int m, int n, int warps) {
+  int best = 0;
+  long best_cost = -1;
+  for (int wn = 1; wn <= warps; wn *= 2) {
+    if (warps % wn != 0) continue;
+    const int wm = warps / wn;
+    if (m % (wm * 16) != 0 || n % (wn * 16) != 0) continue;
+    const long cost = static_cast<long>(m) * wn + static_cast<long>(n) * wm;
+    if (best_cost < 0 || cost < best_cost) {
+      best = wn;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace detail
+
+//! True for the element types whose fused projection runs on tensor cores (bf16, fp16); fp32 uses a SIMT
+//! fp32 loop instead (no tf32: it would round x and W to 10 mantissa bits).
+template <class Element>
+constexpr bool kUsesTensorCores = std::is_same<Element, __nv_bfloat16>::value || std::is_same<Element, __half>::value;
+
+//! A forward configuration. See the file comment for what each parameter means to the kernel.
+//!
+//! \tparam Element     storage type of x, y (and gx, ga or Wx, Wa): float, __half or __nv_bfloat16.
+//! \tparam BlockWidth  w = W / H, the block-diagonal projections' block width. Fused mode only (it is the
+//!                     projection's K); gate-logits configurations must pass 0 and then accept any H.
+//! \tparam WidthTile   channels per CTA. Must divide BlockWidth (fused mode) so that a CTA's channels share
+//!                     one block; W must be a multiple of it (checked at run time by can_implement).
+//! \tparam TimeChunk   tokens per pipeline step; also the checkpoint chunk.
+//! \tparam Threads     threads per CTA, a multiple of 32 and of WidthTile.
+//! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags (reset_policy.hpp).
+//! \tparam Mode        GateMode::kFused or GateMode::kGateLogits.
+//! \tparam Stages      depth of the cp.async input pipeline (2 = double buffering).
+template <class Element_, int BlockWidth_, int WidthTile_, int TimeChunk_, int Threads_, class ResetPolicy_,
+          GateMode Mode_, int Stages_ = 2>
+struct ForwardConfig {
+  using Element = Element_;
+  using ResetPolicy = ResetPolicy_;
+  static constexpr GateMode kMode = Mode_;
+  static constexpr bool kFused = Mode_ == GateMode::kFused;
+  static constexpr int kBlockWidth = BlockWidth_;
+  static constexpr int kWidthTile = WidthTile_;
+  static constexpr int kTimeChunk = TimeChunk_;
+  static constexpr int kThreads = Threads_;
+  static constexpr int kWarps = Threads_ / 32;
+  static constexpr int kStages = Stages_;
+  static constexpr bool kTensorCores = kUsesTensorCores<Element_>;
+
+  static_assert(std::is_same<Element, float>::value || std::is_same<Element, __half>::value ||
+                    std::is_same<Element, __nv_bfloat16>::value,
+                "ForwardConfig: Element must be float, __half or __nv_bfloat16");
+  static_assert(std::is_same<ResetPolicy, NoReset>::value || std::is_same<ResetPolicy, ResetAtSequenceStart>::value ||
+                    std::is_same<ResetPolicy, ResetFlags>::value,
+                "ForwardConfig: ResetPolicy must be NoReset, ResetAtSequenceStart or ResetFlags");
+
+  //! Elements per 16-byte vector access.
+  static constexpr int kVec = ElementTraits<Element>::kVecSize;
+
+  static_assert(Threads_ % 32 == 0 && Threads_ >= 64 && Threads_ <= 1024,
+                "ForwardConfig: Threads must be a multiple of 32 in [64, 1024]");
+  static_assert(WidthTile_ >= 8 && detail::is_power_of_two(WidthTile_),
+                "ForwardConfig: WidthTile must be a power of two >= 8 (16-byte stores of whole tile rows)");
+  static_assert(WidthTile_ % kVec == 0,
+                "ForwardConfig: WidthTile must be a multiple of the 16-byte vector width (4 fp32, 8 fp16/bf16)");
+  static_assert(WidthTile_ <= Threads_, "ForwardConfig: WidthTile must not exceed Threads (one thread per channel "
+                                        "runs the recurrence)");
+  static_assert(Threads_ % WidthTile_ == 0,
+                "ForwardConfig: Threads must be a multiple of WidthTile (each thread owns one channel in the gate "
+                "phase)");
+  static_assert(TimeChunk_ % 16 == 0 && TimeChunk_ >= 16 && TimeChunk_ <= 256,
+                "ForwardConfig: TimeChunk must be a multiple of 16 (the MMA M tile) in [16, 256]");
+  static_assert((TimeChunk_ * WidthTile_) % Threads_ == 0,
+                "ForwardConfig: TimeChunk * WidthTile must be a multiple of Threads (gate phase work split)");
+  static_assert(Stages_ >= 2 && Stages_ <= 8, "ForwardConfig: Stages must be in [2, 8]");
+
+  static_assert(!kFused || BlockWidth_ > 0, "ForwardConfig: fused mode needs BlockWidth = w > 0");
+  static_assert(kFused || BlockWidth_ == 0,
+                "ForwardConfig: gate-logits configurations take BlockWidth = 0 (they work for any H)");
+  static_assert(!kFused || BlockWidth_ % WidthTile_ == 0,
+                "ForwardConfig: WidthTile must divide BlockWidth, so that a CTA's channels lie in one block");
+  static_assert(!kFused || BlockWidth_ % 16 == 0, "ForwardConfig: BlockWidth must be a multiple of 16 (MMA K tile)");
+  static_assert(!kFused || BlockWidth_ <= 1024, "ForwardConfig: BlockWidth above 1024 is not supported");
+
+  //! Tiles staged per pipeline stage: the x rows this CTA needs (the whole block in fused mode).
+  static constexpr int kInputCols = kFused ? BlockWidth_ : WidthTile_;
+  //! Row strides in shared memory, padded by 16 bytes in the MMA operands so that the 8 rows an ldmatrix
+  //! reads fall in different banks (padding of fp32 tiles: see kGateStride).
+  static constexpr int kInputStride = kFused ? kInputCols + 16 / static_cast<int>(sizeof(Element)) : kInputCols;
+  //! The fused projection's output columns: [gx of the tile | ga of the tile].
+  static constexpr int kProjCols = 2 * WidthTile_;
+  static constexpr int kWeightStride = kProjCols + 16 / static_cast<int>(sizeof(Element));
+  //! fp32 gate tile [TimeChunk][2·WidthTile]: gx | ga after the projection, then a_bar | u after the gates.
+  //! 8 floats of padding keep the MMA accumulator stores (float2 per thread) free of bank conflicts.
+  static constexpr int kGateStride = kProjCols + 8;
+
+  //! MMA warp grid for the fused tensor-core projection ([TimeChunk, BlockWidth] x [BlockWidth, 2·WidthTile]).
+  static constexpr int kMmaWarpsN = kFused && kTensorCores ? detail::mma_warps_n(TimeChunk_, kProjCols, kWarps) : 1;
+  static constexpr int kMmaWarpsM = kWarps / (kMmaWarpsN > 0 ? kMmaWarpsN : 1);
+  static_assert(!(kFused && kTensorCores) || kMmaWarpsN > 0,
+                "ForwardConfig: no warp grid fits: TimeChunk must be a multiple of 16·(warps along M) and "
+                "2·WidthTile a multiple of 16·(warps along N) for some power-of-two split of Threads/32 warps");
+
+  //! SIMT fp32 projection (fp32 elements): each thread computes a kSimtRows x 4 block of outputs.
+  static constexpr int kSimtCols = 4;
+  static constexpr int kSimtRows = (TimeChunk_ * kProjCols) / (Threads_ * kSimtCols);
+  static_assert(!(kFused && !kTensorCores) ||
+                    ((TimeChunk_ * kProjCols) % (Threads_ * kSimtCols) == 0 && kSimtRows >= 1 &&
+                     TimeChunk_ % kSimtRows == 0 && Threads_ % (kProjCols / kSimtCols) == 0),
+                "ForwardConfig: fp32 fused projection needs TimeChunk·2·WidthTile a multiple of 4·Threads, "
+                "Threads a multiple of WidthTile/2");
+
+  // ---- shared memory layout (bytes, each region 128-byte aligned) -------------------------------------------
+  //! One pipeline stage: fused = x rows [TimeChunk][kInputStride]; gate-logits = x, gx, ga [TimeChunk][WidthTile].
+  static constexpr std::size_t kStageBytes =
+      detail::round_up_bytes(sizeof(Element) * TimeChunk_ * kInputStride * (kFused ? 1 : 3));
+  static constexpr std::size_t kWeightBytes =
+      kFused ? detail::round_up_bytes(sizeof(Element) * BlockWidth_ * kWeightStride) : 0;
+  static constexpr std::size_t kBiasBytes = kFused ? detail::round_up_bytes(sizeof(float) * kProjCols) : 0;
+  static constexpr std::size_t kGateBytes = detail::round_up_bytes(sizeof(float) * TimeChunk_ * kGateStride);
+  static constexpr std::size_t kOutputBytes = detail::round_up_bytes(sizeof(Element) * TimeChunk_ * WidthTile_);
+  static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(TimeChunk_));
+
+  static constexpr std::size_t kWeightOffset = 0;
+  static constexpr std::size_t kBiasOffset = kWeightOffset + kWeightBytes;
+  static constexpr std::size_t kStageOffset = kBiasOffset + kBiasBytes;
+  static constexpr std::size_t kGateOffset = kStageOffset + kStageBytes * Stages_;
+  static constexpr std::size_t kOutputOffset = kGateOffset + kGateBytes;
+  static constexpr std::size_t kResetOffset = kOutputOffset + kOutputBytes;
+  //! Dynamic shared memory per CTA.
+  static constexpr std::size_t kSharedBytes = kResetOffset + kResetBytes;
+  //! 227 KB: the opt-in maximum per block on sm_90 and sm_100 (sm_80: 163 KB; can_implement checks the device).
+  static_assert(kSharedBytes <= 227u * 1024u,
+                "ForwardConfig: shared memory exceeds 227 KB per CTA; use a smaller TimeChunk, WidthTile or Stages");
+
+  //! A printable name, for benchmarks and error messages.
+  static const char* mode_name() { return kFused ? "fused" : "gate_logits"; }
+};
+
+//! The time chunk of every configuration that the default dispatch ships (and therefore the checkpoint chunk
+//! a caller of `hawk::rglru::forward` must use): 64 tokens.
+constexpr int kDefaultTimeChunk = 64;
+
+}  // namespace rglru
+}  // namespace hawk

@@ -1,0 +1,137 @@
+#pragma once
+//! \file
+//! The default dispatch: `hawk::rglru::forward(args, workspace, workspace_bytes, stream)` picks a shipped
+//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs `Forward<Config>`.
+//!
+//! Batch invariance: the configuration (and therefore every bit of the result) is chosen only from
+//! (dtype, mode, reset mode, W, H) — never from B, L, N, T or the device — so a sequence gives the same bits
+//! whatever batch it is in and however it is split into calls.
+//!
+//! Shipped configurations (all TimeChunk = kDefaultTimeChunk = 64, so checkpoints of any default call use
+//! checkpoint_chunk = 64), for each of NoReset, ResetAtSequenceStart, ResetFlags:
+//!
+//! | element    | mode        | w   | WidthTile | Threads | Stages | why                                              |
+//! |------------|-------------|-----|-----------|---------|--------|--------------------------------------------------|
+//! | bf16, fp16 | fused       | 64  | 64        | 256     | 2      | one CTA per whole block: x read once             |
+//! | bf16, fp16 | fused       | 128 | 32        | 256     | 2      | 4 CTAs per block: ≥ 2 CTAs/SM at the seed shape  |
+//! | bf16, fp16 | fused       | 256 | 16        | 256     | 2      | 2 CTAs/SM (100 KB smem), 160 CTAs at B = 1       |
+//! | fp32       | fused       | 64  | 32        | 256     | 2      | SIMT fp32 projection                             |
+//! | fp32       | fused       | 128 | 32        | 256     | 2      |                                                  |
+//! | fp32       | fused       | 256 | 16        | 256     | 2      | 180 KB smem: sm_90 / sm_100 only                 |
+//! | bf16, fp16 | gate-logits | any | 32        | 128     | 4      | bandwidth: 3 chunks of loads in flight per CTA   |
+//! | fp32       | gate-logits | any | 32        | 128     | 3      |                                                  |
+//!
+//! Other block widths: write a ForwardConfig and call Forward<Config> (examples/custom_tile_config.cu).
+//!
+//! Decode is this same call with a few tokens per sequence: `reset_mode = kNone`, `h0` = the cached states,
+//! `h_final` = the same pointer (in-place update) and `state_index` naming each sequence's row of the state
+//! pool. Token-by-token decode gives bitwise the prefill's y and final state (tests/gpu/rglru/
+//! forward_invariance_test.cu proves it; examples/rglru_decode.cu shows it). `decode()` below is that call with
+//! the state arguments checked.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+
+#include "hawk/core/dispatch.hpp"
+#include "hawk/core/status.hpp"
+#include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/config.cuh"
+#include "hawk/rglru/forward.cuh"
+#include "hawk/rglru/reset_policy.hpp"
+
+namespace hawk {
+namespace rglru {
+
+//! The shipped fused-mode configuration for element `Element`, block width `BlockWidth` and reset `Policy`.
+template <class Element, int BlockWidth, class Policy>
+struct DefaultFusedConfig {
+  static constexpr bool kFloat = sizeof(Element) == 4;
+  static constexpr int kWidthTile = BlockWidth == 64 ? (kFloat ? 32 : 64) : BlockWidth == 128 ? 32 : 16;
+  using type = ForwardConfig<Element, BlockWidth, kWidthTile, kDefaultTimeChunk, 256, Policy, GateMode::kFused, 2>;
+};
+
+//! The shipped gate-logits configuration for element `Element` and reset `Policy` (any H).
+template <class Element, class Policy>
+struct DefaultGateLogitsConfig {
+  static constexpr int kStages = sizeof(Element) == 4 ? 3 : 4;
+  using type = ForwardConfig<Element, 0, 32, kDefaultTimeChunk, 128, Policy, GateMode::kGateLogits, kStages>;
+};
+
+namespace detail {
+
+//! Runtime reset mode -> policy type.
+template <class Body>
+Status dispatch_reset_mode(ResetMode mode, Body&& body) {
+  switch (mode) {
+    case ResetMode::kNone: return body(NoReset{});
+    case ResetMode::kSequenceStart: return body(ResetAtSequenceStart{});
+    case ResetMode::kFlags: return body(ResetFlags{});
+  }
+  return Status(StatusCode::kInvalidArgument, "unknown reset_mode");
+}
+
+//! Calls `visit(Config{})` with the shipped configuration for args (dtype, mode, reset mode, w), or returns
+//! kUnsupportedConfiguration.
+template <class Visit>
+Status visit_default_config(const ForwardArguments& args, Visit&& visit) {
+  return HAWK_DISPATCH_DTYPE(args.dtype, Element, [&] {
+    return dispatch_reset_mode(args.reset_mode, [&](auto policy) -> Status {
+      using Policy = decltype(policy);
+      if (args.mode == GateMode::kGateLogits) return visit(typename DefaultGateLogitsConfig<Element, Policy>::type{});
+      switch (args.shape.block_width()) {
+        case 64: return visit(typename DefaultFusedConfig<Element, 64, Policy>::type{});
+        case 128: return visit(typename DefaultFusedConfig<Element, 128, Policy>::type{});
+        case 256: return visit(typename DefaultFusedConfig<Element, 256, Policy>::type{});
+        default: break;
+      }
+      return Status(StatusCode::kUnsupportedConfiguration,
+                    "no shipped fused configuration for block width w = " + std::to_string(args.shape.block_width()) +
+                        " (shipped: 64, 128, 256); write a ForwardConfig and use Forward<Config>");
+    });
+  });
+}
+
+}  // namespace detail
+
+//! Workspace bytes `forward(args, ...)` needs (0, or the device-input validation flag).
+//! (A template only so that including this header instantiates no kernel until it is called.)
+template <class = void>
+std::size_t forward_workspace_size(const ForwardArguments& args) {
+  return needs_device_validation(args.shape, args.state_index) ? kValidationWorkspaceBytes : 0;
+}
+
+//! Whether the default dispatch can run `args` (host checks only; no device work).
+template <class = void>
+Status forward_can_implement(const ForwardArguments& args) {
+  HAWK_RETURN_IF_ERROR(check_forward_shape(args));
+  return detail::visit_default_config(args, [&](auto config) -> Status {
+    return Forward<decltype(config)>::can_implement(args);
+  });
+}
+
+//! The RG-LRU forward with the shipped configuration for args (see the table above).
+template <class = void>
+Status forward(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+  HAWK_RETURN_IF_ERROR(check_forward_shape(args));
+  return detail::visit_default_config(args, [&](auto config) -> Status {
+    return Forward<decltype(config)>::run(args, workspace, workspace_bytes, stream);
+  });
+}
+
+//! A decode step: forward() for a few new tokens per sequence that continue cached states. Requires h0 and
+//! h_final (usually the same pointer: the pool is updated in place; each row is read before it is written) and
+//! reset_mode kNone or kFlags (a sequence-start reset would drop the cached state). state_index, when given,
+//! names each sequence's row of the pool and must not repeat.
+template <class = void>
+Status decode(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+  HAWK_REQUIRE(args.h0 != nullptr && args.h_final != nullptr, StatusCode::kNullPointer,
+               "decode needs the cached states h0 and somewhere to put the new ones (h_final, may equal h0)");
+  HAWK_REQUIRE(args.reset_mode != ResetMode::kSequenceStart, StatusCode::kInvalidArgument,
+               "decode continues cached states: reset_mode must be kNone or kFlags");
+  return forward(args, workspace, workspace_bytes, stream);
+}
+
+}  // namespace rglru
+}  // namespace hawk

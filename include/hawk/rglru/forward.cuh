@@ -1,0 +1,189 @@
+#pragma once
+//! \file
+//! `hawk::rglru::Forward<Config>`: the host operator of the RG-LRU forward for one compile-time configuration
+//! (CUTLASS style): `can_implement(args)` checks everything checkable on the host and touches no device
+//! memory; `workspace_size(args)`; `run(args, workspace, workspace_bytes, stream)` validates the device-side
+//! index tensors when asked (validate.cuh) and launches. No hidden allocation, no global state; the only
+//! synchronisation is the optional device-input validation.
+//!
+//! Bad input returns a Status and writes nothing: every check runs before the first launch.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hawk/core/cuda_status.hpp"
+#include "hawk/core/dtype.hpp"
+#include "hawk/core/element.cuh"
+#include "hawk/core/status.hpp"
+#include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/config.cuh"
+#include "hawk/rglru/forward_kernel.cuh"
+#include "hawk/rglru/validate.cuh"
+
+namespace hawk {
+namespace rglru {
+
+inline const char* to_string(ResetMode mode) {
+  switch (mode) {
+    case ResetMode::kNone: return "NoReset";
+    case ResetMode::kSequenceStart: return "ResetAtSequenceStart";
+    case ResetMode::kFlags: return "ResetFlags";
+  }
+  return "unknown reset mode";
+}
+
+//! Checks of ForwardArguments that do not depend on the configuration (shared with the default dispatch).
+inline Status check_forward_shape(const ForwardArguments& args) {
+  const ProblemShape& s = args.shape;
+  HAWK_REQUIRE(s.num_sequences >= 1, StatusCode::kInvalidArgument, "num_sequences must be >= 1");
+  HAWK_REQUIRE(s.width >= 1, StatusCode::kInvalidArgument, "width W must be >= 1");
+  HAWK_REQUIRE(s.num_blocks >= 1, StatusCode::kInvalidArgument, "num_blocks H must be >= 1");
+  HAWK_REQUIRE(s.width % s.num_blocks == 0, StatusCode::kInvalidArgument, "width W must be divisible by num_blocks H");
+  if (s.packed()) {
+    HAWK_REQUIRE(s.num_tokens >= 1, StatusCode::kInvalidArgument, "num_tokens T must be >= 1");
+  } else {
+    HAWK_REQUIRE(s.seq_len >= 1, StatusCode::kInvalidArgument, "seq_len L must be >= 1");
+    HAWK_REQUIRE(s.num_tokens == s.num_sequences * s.seq_len, StatusCode::kInvalidArgument,
+                 "num_tokens must equal num_sequences * seq_len for a dense batch");
+  }
+  HAWK_REQUIRE(s.num_tokens <= INT32_MAX, StatusCode::kInvalidArgument,
+               "num_tokens above 2^31 - 1 is not supported (cu_seqlens is int32)");
+  HAWK_REQUIRE(args.x != nullptr, StatusCode::kNullPointer, "x is null");
+  HAWK_REQUIRE(args.y != nullptr, StatusCode::kNullPointer, "y is null");
+  HAWK_REQUIRE(args.a_param != nullptr, StatusCode::kNullPointer, "a_param is null");
+  if (args.mode == GateMode::kFused) {
+    HAWK_REQUIRE(args.Wx != nullptr && args.Wa != nullptr, StatusCode::kNullPointer, "fused mode needs Wx and Wa");
+    HAWK_REQUIRE(args.bx != nullptr && args.ba != nullptr, StatusCode::kNullPointer, "fused mode needs bx and ba");
+  } else {
+    HAWK_REQUIRE(args.gx != nullptr && args.ga != nullptr, StatusCode::kNullPointer,
+                 "gate-logits mode needs gx and ga");
+  }
+  if (args.reset_mode == ResetMode::kFlags) {
+    HAWK_REQUIRE(args.reset != nullptr, StatusCode::kNullPointer, "reset_mode kFlags needs the reset flags");
+  } else {
+    HAWK_REQUIRE(args.reset == nullptr, StatusCode::kInvalidArgument,
+                 "reset flags given but reset_mode is not kFlags (they would be ignored)");
+  }
+  if (args.state_index != nullptr) {
+    HAWK_REQUIRE(s.num_state_rows >= 1, StatusCode::kInvalidArgument,
+                 "state_index needs num_state_rows (rows of h0 / h_final) >= 1");
+  }
+  if (args.checkpoints != nullptr) {
+    HAWK_REQUIRE(args.checkpoint_chunk >= 1, StatusCode::kInvalidArgument, "checkpoints need checkpoint_chunk >= 1");
+  }
+  // Vector paths: 16-byte loads and stores of x, y, gx, ga, Wx, Wa rows.
+  const std::size_t element = size_of(args.dtype);
+  HAWK_REQUIRE((s.width * static_cast<std::int64_t>(element)) % 16 == 0, StatusCode::kUnsupportedConfiguration,
+               "rows of W elements must be a multiple of 16 bytes (W % 8 for fp16/bf16, W % 4 for fp32)");
+  HAWK_REQUIRE(is_aligned(args.x, 16) && is_aligned(args.y, 16), StatusCode::kMisalignedPointer,
+               "x and y must be 16-byte aligned");
+  HAWK_REQUIRE(is_aligned(args.gx, 16) && is_aligned(args.ga, 16), StatusCode::kMisalignedPointer,
+               "gx and ga must be 16-byte aligned");
+  HAWK_REQUIRE(is_aligned(args.Wx, 16) && is_aligned(args.Wa, 16), StatusCode::kMisalignedPointer,
+               "Wx and Wa must be 16-byte aligned");
+  HAWK_REQUIRE(is_aligned(args.a_param, 4) && is_aligned(args.bx, 4) && is_aligned(args.ba, 4) &&
+                   is_aligned(args.h0, 4) && is_aligned(args.h_final, 4) && is_aligned(args.checkpoints, 4) &&
+                   is_aligned(args.state_index, 4) && is_aligned(s.cu_seqlens, 4),
+               StatusCode::kMisalignedPointer, "fp32 and int32 tensors must be 4-byte aligned");
+  return Status::success();
+}
+
+template <class Config_>
+class Forward {
+ public:
+  using Config = Config_;
+  using Element = typename Config::Element;
+
+  //! Everything checkable without touching device memory. Success means `run` launches (after the optional
+  //! device-input validation).
+  static Status can_implement(const ForwardArguments& args) {
+    HAWK_RETURN_IF_ERROR(check_forward_shape(args));
+    const ProblemShape& s = args.shape;
+    HAWK_REQUIRE(args.dtype == ElementTraits<Element>::kDType, StatusCode::kUnsupportedConfiguration,
+                 std::string("args.dtype is ") + to_string(args.dtype) + " but the configuration's element is " +
+                     ElementTraits<Element>::kName);
+    HAWK_REQUIRE(args.mode == Config::kMode, StatusCode::kUnsupportedConfiguration,
+                 std::string("args.mode does not match the configuration's gate mode (") + Config::mode_name() + ")");
+    HAWK_REQUIRE(args.reset_mode == Config::ResetPolicy::kMode, StatusCode::kUnsupportedConfiguration,
+                 std::string("args.reset_mode is ") + to_string(args.reset_mode) + " but the configuration's policy is " +
+                     Config::ResetPolicy::kName);
+    if (Config::kFused) {
+      HAWK_REQUIRE(s.block_width() == Config::kBlockWidth, StatusCode::kUnsupportedConfiguration,
+                   "block width w = W / H = " + std::to_string(s.block_width()) +
+                       " but the configuration's BlockWidth is " + std::to_string(Config::kBlockWidth));
+    }
+    HAWK_REQUIRE(s.width % Config::kWidthTile == 0, StatusCode::kUnsupportedConfiguration,
+                 "width W = " + std::to_string(s.width) + " is not a multiple of the configuration's WidthTile " +
+                     std::to_string(Config::kWidthTile));
+    HAWK_REQUIRE(s.num_sequences * (s.width / Config::kWidthTile) <= INT32_MAX, StatusCode::kInvalidArgument,
+                 "num_sequences * W / WidthTile exceeds the grid limit 2^31 - 1");
+    if (args.checkpoints != nullptr) {
+      HAWK_REQUIRE(args.checkpoint_chunk == Config::kTimeChunk, StatusCode::kInvalidArgument,
+                   "checkpoint_chunk must equal the configuration's TimeChunk " + std::to_string(Config::kTimeChunk));
+    }
+    // Shared memory: a host query of the current device, no device work.
+    int device = 0;
+    HAWK_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
+    int max_shared = 0;
+    HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    HAWK_REQUIRE(Config::kSharedBytes <= static_cast<std::size_t>(max_shared), StatusCode::kUnsupportedConfiguration,
+                 "the configuration needs " + std::to_string(Config::kSharedBytes) +
+                     " bytes of shared memory per CTA; this device offers " + std::to_string(max_shared));
+    return Status::success();
+  }
+
+  //! Bytes of workspace `run` needs: the validation flag when device inputs are validated, else 0.
+  static std::size_t workspace_size(const ForwardArguments& args) {
+    return needs_device_validation(args.shape, args.state_index) ? kValidationWorkspaceBytes : 0;
+  }
+
+  //! Check, validate the device index tensors (if asked), launch. Asynchronous except for the validation.
+  static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+    HAWK_RETURN_IF_ERROR(can_implement(args));
+    if (needs_device_validation(args.shape, args.state_index)) {
+      HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= kValidationWorkspaceBytes,
+                   StatusCode::kWorkspaceTooSmall,
+                   "device-input validation needs workspace_size(args) bytes of workspace (or set "
+                   "shape.validate_device_inputs = false)");
+      HAWK_REQUIRE(is_aligned(workspace, 16), StatusCode::kMisalignedPointer, "workspace must be 16-byte aligned");
+      HAWK_RETURN_IF_ERROR(validate_device_inputs(args.shape, args.state_index, workspace, stream));
+    }
+    const ForwardParams<Element> params = make_params(args);
+    const auto kernel = forward_kernel<Config>;
+    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(Config::kSharedBytes)));
+    const auto ctas = static_cast<unsigned int>(args.shape.num_sequences * params.width_tiles);
+    kernel<<<ctas, Config::kThreads, Config::kSharedBytes, stream>>>(params);
+    return last_launch_status("hawk::rglru::forward_kernel");
+  }
+
+  //! The kernel's parameters for `args` (after can_implement succeeded).
+  static ForwardParams<Element> make_params(const ForwardArguments& args) {
+    ForwardParams<Element> p;
+    p.x = static_cast<const Element*>(args.x);
+    p.Wx = static_cast<const Element*>(args.Wx);
+    p.bx = args.bx;
+    p.Wa = static_cast<const Element*>(args.Wa);
+    p.ba = args.ba;
+    p.gx = static_cast<const Element*>(args.gx);
+    p.ga = static_cast<const Element*>(args.ga);
+    p.a_param = args.a_param;
+    p.reset = args.reset;
+    p.h0 = args.h0;
+    p.h_final = args.h_final;
+    p.state_index = args.state_index;
+    p.y = static_cast<Element*>(args.y);
+    p.checkpoints = args.checkpoints;
+    p.cu_seqlens = args.shape.cu_seqlens;
+    p.seq_len = args.shape.packed() ? 0 : args.shape.seq_len;
+    p.width = args.shape.width;
+    p.width_tiles = static_cast<int>(args.shape.width / Config::kWidthTile);
+    return p;
+  }
+};
+
+}  // namespace rglru
+}  // namespace hawk
