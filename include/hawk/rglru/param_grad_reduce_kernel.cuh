@@ -1,0 +1,59 @@
+#pragma once
+//! \file
+//! The last step of the RG-LRU backward: parameter gradients from their fp32 partials, summed in index order.
+//!
+//!     out[e] = scale(e) · Σ_{p = 0, 1, ..., P-1} partial[p][e]
+//!
+//! One thread per element walks the partials in order, so the result is the same bits on every run and on every
+//! device, with no atomics. Used for dWx, dWa, dbx, dba (partials per time segment, scale 1) and d a_param
+//! (partials per sequence, scale sigmoid(a_param[d]), the derivative of softplus). The output is overwritten,
+//! not accumulated into.
+
+#include <cstdint>
+
+#include "hawk/core/math.hpp"
+
+namespace hawk {
+namespace rglru {
+
+//! One ordered sum: `count` outputs, each the sum of `num_partials` partials `partial_stride` floats apart.
+struct OrderedSumJob {
+  const float* partials = nullptr;
+  std::int64_t count = 0;
+  std::int64_t partial_stride = 0;
+  std::int64_t num_partials = 0;
+  //! If not null, out[e] is multiplied by sigmoid(scale_by_sigmoid_of[e]) (= d softplus(a) / da).
+  const float* scale_by_sigmoid_of = nullptr;
+  float* out = nullptr;
+};
+
+//! Up to five ordered sums done by one launch (blockIdx.y picks the job).
+struct OrderedSumJobs {
+  static constexpr int kMaxJobs = 5;
+  OrderedSumJob job[kMaxJobs];
+  int num_jobs = 0;
+};
+
+#if defined(__CUDACC__)
+
+constexpr int kOrderedSumThreads = 256;
+
+//! A template only so that the header can be included by several translation units (one definition each).
+template <int Threads>
+__global__ void __launch_bounds__(Threads) ordered_sum_kernel(const OrderedSumJobs jobs) {
+  const OrderedSumJob& job = jobs.job[blockIdx.y];
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < job.count;
+       e += stride) {
+    const float* __restrict__ partial = job.partials + e;
+    float sum = 0.0f;
+    for (std::int64_t p = 0; p < job.num_partials; ++p) sum += partial[p * job.partial_stride];
+    if (job.scale_by_sigmoid_of != nullptr) sum *= math::sigmoid(job.scale_by_sigmoid_of[e]);
+    job.out[e] = sum;
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace rglru
+}  // namespace hawk
