@@ -47,6 +47,7 @@
 #include "hawk/rglru/backward_config.cuh"
 #include "hawk/rglru/backward_projection_kernel.cuh"
 #include "hawk/rglru/backward_scan_kernel.cuh"
+#include "hawk/rglru/argument_checks.hpp"
 #include "hawk/rglru/forward.cuh"
 #include "hawk/rglru/param_grad_reduce_kernel.cuh"
 #include "hawk/rglru/validate.cuh"
@@ -57,19 +58,7 @@ namespace rglru {
 //! Checks of BackwardArguments that do not depend on the configuration (shared with the default dispatch).
 inline Status check_backward_shape(const BackwardArguments& args) {
   const ProblemShape& s = args.shape;
-  HAWK_REQUIRE(s.num_sequences >= 1, StatusCode::kInvalidArgument, "num_sequences must be >= 1");
-  HAWK_REQUIRE(s.width >= 1, StatusCode::kInvalidArgument, "width W must be >= 1");
-  HAWK_REQUIRE(s.num_blocks >= 1, StatusCode::kInvalidArgument, "num_blocks H must be >= 1");
-  HAWK_REQUIRE(s.width % s.num_blocks == 0, StatusCode::kInvalidArgument, "width W must be divisible by num_blocks H");
-  if (s.packed()) {
-    HAWK_REQUIRE(s.num_tokens >= 1, StatusCode::kInvalidArgument, "num_tokens T must be >= 1");
-  } else {
-    HAWK_REQUIRE(s.seq_len >= 1, StatusCode::kInvalidArgument, "seq_len L must be >= 1");
-    HAWK_REQUIRE(s.num_tokens == s.num_sequences * s.seq_len, StatusCode::kInvalidArgument,
-                 "num_tokens must equal num_sequences * seq_len for a dense batch");
-  }
-  HAWK_REQUIRE(s.num_tokens <= INT32_MAX, StatusCode::kInvalidArgument,
-               "num_tokens above 2^31 - 1 is not supported (cu_seqlens is int32)");
+  HAWK_RETURN_IF_ERROR(check_problem_shape(s));
   HAWK_REQUIRE(args.x != nullptr, StatusCode::kNullPointer, "x is null");
   HAWK_REQUIRE(args.a_param != nullptr, StatusCode::kNullPointer, "a_param is null");
   HAWK_REQUIRE(args.checkpoints != nullptr, StatusCode::kNullPointer,

@@ -18,6 +18,7 @@
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
+#include "hawk/rglru/argument_checks.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/forward_kernel.cuh"
@@ -38,19 +39,7 @@ inline const char* to_string(ResetMode mode) {
 //! Checks of ForwardArguments that do not depend on the configuration (shared with the default dispatch).
 inline Status check_forward_shape(const ForwardArguments& args) {
   const ProblemShape& s = args.shape;
-  HAWK_REQUIRE(s.num_sequences >= 1, StatusCode::kInvalidArgument, "num_sequences must be >= 1");
-  HAWK_REQUIRE(s.width >= 1, StatusCode::kInvalidArgument, "width W must be >= 1");
-  HAWK_REQUIRE(s.num_blocks >= 1, StatusCode::kInvalidArgument, "num_blocks H must be >= 1");
-  HAWK_REQUIRE(s.width % s.num_blocks == 0, StatusCode::kInvalidArgument, "width W must be divisible by num_blocks H");
-  if (s.packed()) {
-    HAWK_REQUIRE(s.num_tokens >= 1, StatusCode::kInvalidArgument, "num_tokens T must be >= 1");
-  } else {
-    HAWK_REQUIRE(s.seq_len >= 1, StatusCode::kInvalidArgument, "seq_len L must be >= 1");
-    HAWK_REQUIRE(s.num_tokens == s.num_sequences * s.seq_len, StatusCode::kInvalidArgument,
-                 "num_tokens must equal num_sequences * seq_len for a dense batch");
-  }
-  HAWK_REQUIRE(s.num_tokens <= INT32_MAX, StatusCode::kInvalidArgument,
-               "num_tokens above 2^31 - 1 is not supported (cu_seqlens is int32)");
+  HAWK_RETURN_IF_ERROR(check_problem_shape(s));
   HAWK_REQUIRE(args.x != nullptr, StatusCode::kNullPointer, "x is null");
   HAWK_REQUIRE(args.y != nullptr, StatusCode::kNullPointer, "y is null");
   HAWK_REQUIRE(args.a_param != nullptr, StatusCode::kNullPointer, "a_param is null");

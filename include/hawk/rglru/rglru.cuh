@@ -2,6 +2,7 @@
 //! \file
 //! The RG-LRU family: configurations, operators, the default dispatch, and the per-token math they share.
 
+#include "hawk/rglru/argument_checks.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/async_copy.cuh"
 #include "hawk/rglru/backward.cuh"
