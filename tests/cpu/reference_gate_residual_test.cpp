@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "finite_difference.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -71,19 +73,8 @@ double loss(const GateProblem& pr) {
 }
 
 template <class Select>
-Vec finite_difference_gradient(GateProblem pr, Select select, double step) {
-  Vec& v = select(pr);
-  Vec grad(v.size());
-  for (std::size_t j = 0; j < v.size(); ++j) {
-    const double original = v[j];
-    v[j] = original + step;
-    const double plus = loss(pr);
-    v[j] = original - step;
-    const double minus = loss(pr);
-    v[j] = original;
-    grad[j] = (plus - minus) / (2.0 * step);
-  }
-  return grad;
+Vec finite_difference_gradient(const GateProblem& pr, Select select, double step) {
+  return hawk_test::central_difference_gradient(pr, [](const GateProblem& q) { return loss(q); }, select, step);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "finite_difference.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -90,19 +92,8 @@ RglruGrads backward(const Problem& pr) { return rglru_backward(pr.p, pr.in, pr.G
 
 //! Central finite differences of the loss with respect to every element of the vector `select` picks.
 template <class Select>
-Vec finite_difference_gradient(Problem pr, Select select, double step) {
-  Vec& v = select(pr);
-  Vec grad(v.size());
-  for (std::size_t j = 0; j < v.size(); ++j) {
-    const double original = v[j];
-    v[j] = original + step;
-    const double plus = loss(pr);
-    v[j] = original - step;
-    const double minus = loss(pr);
-    v[j] = original;
-    grad[j] = (plus - minus) / (2.0 * step);
-  }
-  return grad;
+Vec finite_difference_gradient(const Problem& pr, Select select, double step) {
+  return hawk_test::central_difference_gradient(pr, [](const Problem& q) { return loss(q); }, select, step);
 }
 
 //! Every element within rel·|want| + abs; on failure, reports the worst element.
