@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "hawk/core/element.cuh"
+#include "hawk/rglru/async_copy.cuh"
 #include "hawk/rglru/backward_config.cuh"
 
 namespace hawk {
@@ -137,12 +138,20 @@ __global__ void __launch_bounds__(Config::kProductThreads)
   constexpr int kColTiles = (kBlockWidth + kCols - 1) / kCols;
   constexpr int kStageStride = kStep + 4;  // multiple of 4 floats (wmma), rows 16 bytes apart in banks
   constexpr int kOutStride = kCols + 4;
-  constexpr int kStageFloats = kRows * kStageStride + kCols * kStageStride;
+  constexpr int kATileFloats = kRows * kStageStride;
+  // dg is double-buffered (cp.async): the next step's gradients stream in while this step's products run.
+  constexpr int kStageFloats = 2 * kATileFloats + kCols * kStageStride;
   constexpr int kOutFloats = kRows * kOutStride;
   __shared__ __align__(128) float shared[kStageFloats > kOutFloats ? kStageFloats : kOutFloats];
-  float* const a_tile = shared;                          // [kRows][kStageStride]: dg[t][o]
-  float* const b_tile = shared + kRows * kStageStride;   // [kCols][kStageStride]: W[i][o] (B = Wᵀ, col-major)
-  float* const out_tile = shared;                        // [kRows][kOutStride], after the main loop
+  float* const a_tiles = shared;                        // [2][kRows][kStageStride]: dg[t][o]
+  float* const b_tile = shared + 2 * kATileFloats;      // [kCols][kStageStride]: W[i][o] (B = Wᵀ, col-major)
+  float* const out_tile = shared;                       // [kRows][kOutStride], after the main loop
+  constexpr int kOSteps = (kBlockWidth + kStep - 1) / kStep;
+  constexpr int kSteps = 2 * kOSteps;  // (matrix 0: dgx · Wxᵀ, matrix 1: dga · Waᵀ) x reduction steps
+  constexpr int kAPieces = kRows * kStep / 4;
+  constexpr int kBPieces = kCols * kStep / 4;
+  constexpr int kAPiecesPerThread = (kAPieces + Config::kProductThreads - 1) / Config::kProductThreads;
+  constexpr int kBPiecesPerThread = (kBPieces + Config::kProductThreads - 1) / Config::kProductThreads;
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -159,44 +168,73 @@ __global__ void __launch_bounds__(Config::kProductThreads)
   nvcuda::wmma::fill_fragment(acc[0], 0.0f);
   nvcuda::wmma::fill_fragment(acc[1], 0.0f);
 
-  for (int matrix = 0; matrix < 2; ++matrix) {
+  // Software pipeline: step s + 1 is requested (dg by cp.async into the other buffer, W into registers) before
+  // the products of step s run. The staged values, and so the products and their order, are those of the plain
+  // loop: the same bits.
+  float4 b_next[kBPiecesPerThread];
+  auto request_step = [&](int step, int buffer) {
+    const int matrix = step / kOSteps;
+    const int o0 = (step % kOSteps) * kStep;
     const float* __restrict__ grad = matrix == 0 ? params.dgx : params.dga;
     const Element* __restrict__ weight = (matrix == 0 ? params.Wx : params.Wa) +
                                          static_cast<std::int64_t>(block) * kBlockWidth * kBlockWidth;
-    for (int o0 = 0; o0 < kBlockWidth; o0 += kStep) {
-      __syncthreads();  // the previous step's fragments are loaded
-      for (int v = tid; v < kRows * kStep / 4; v += Config::kProductThreads) {
-        const int r = v / (kStep / 4);
-        const int o = (v % (kStep / 4)) * 4;
-        const std::int64_t t = row0 + r;
-        float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (t < T && o0 + o < kBlockWidth)
-          value = *reinterpret_cast<const float4*>(grad + t * W + block_col + o0 + o);
-        backward_detail::store4(a_tile + r * kStageStride + o, value);
-      }
-      for (int v = tid; v < kCols * kStep / 4; v += Config::kProductThreads) {
-        const int i = v / (kStep / 4);
-        const int o = (v % (kStep / 4)) * 4;
-        const bool valid = i0 + i < kBlockWidth && o0 + o < kBlockWidth;
-        const float4 value = backward_detail::load4_or_zero(
-            weight + (valid ? static_cast<std::int64_t>(i0 + i) * kBlockWidth + o0 + o : 0), valid);
-        backward_detail::store4(b_tile + i * kStageStride + o, value);
-      }
-      __syncthreads();
+    float* const a_tile = a_tiles + buffer * kATileFloats;
 #pragma unroll
-      for (int k = 0; k < kStep; k += 8) {
-        backward_detail::Tf32FragmentA a;
-        nvcuda::wmma::load_matrix_sync(a, a_tile + warp_row * 16 * kStageStride + k, kStageStride);
+    for (int j = 0; j < kAPiecesPerThread; ++j) {
+      const int v = tid + j * Config::kProductThreads;
+      if (v >= kAPieces) break;
+      const int r = v / (kStep / 4);
+      const int o = (v % (kStep / 4)) * 4;
+      const std::int64_t t = row0 + r;
+      const bool valid = t < T && o0 + o < kBlockWidth;
+      cp_async_16(a_tile + r * kStageStride + o, grad + (valid ? t * W + block_col + o0 + o : 0), valid);
+    }
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          // B(o, i) = W[i][o]: column i of B is row i of the staged W, so B is column-major.
-          backward_detail::Tf32FragmentBColMajor b;
-          nvcuda::wmma::load_matrix_sync(b, b_tile + (warp_col + c) * 16 * kStageStride + k, kStageStride);
-          backward_detail::mma_fp32_on_tf32<Config::kTf32Passes>(acc[c], a, b);
-        }
+    for (int j = 0; j < kBPiecesPerThread; ++j) {
+      const int v = tid + j * Config::kProductThreads;
+      if (v >= kBPieces) break;
+      const int i = v / (kStep / 4);
+      const int o = (v % (kStep / 4)) * 4;
+      const bool valid = i0 + i < kBlockWidth && o0 + o < kBlockWidth;
+      b_next[j] = backward_detail::load4_or_zero(
+          weight + (valid ? static_cast<std::int64_t>(i0 + i) * kBlockWidth + o0 + o : 0), valid);
+    }
+    cp_async_commit();
+  };
+  request_step(0, 0);
+
+  for (int step = 0; step < kSteps; ++step) {
+    const int buffer = step & 1;
+    // Every thread finished the previous step's products: b_tile and the other dg buffer are free.
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kBPiecesPerThread; ++j) {
+      const int v = tid + j * Config::kProductThreads;
+      if (v >= kBPieces) break;
+      backward_detail::store4(b_tile + (v / (kStep / 4)) * kStageStride + (v % (kStep / 4)) * 4, b_next[j]);
+    }
+    if (step + 1 < kSteps) {
+      request_step(step + 1, buffer ^ 1);
+    } else {
+      cp_async_commit();  // an empty group: the wait below always leaves exactly one group pending
+    }
+    cp_async_wait<1>();  // this step's dg has landed (this thread's copies)
+    __syncthreads();     // ... and every thread's, and b_tile is complete
+    const float* const a_tile = a_tiles + buffer * kATileFloats;
+#pragma unroll
+    for (int k = 0; k < kStep; k += 8) {
+      backward_detail::Tf32FragmentA a;
+      nvcuda::wmma::load_matrix_sync(a, a_tile + warp_row * 16 * kStageStride + k, kStageStride);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        // B(o, i) = W[i][o]: column i of B is row i of the staged W, so B is column-major.
+        backward_detail::Tf32FragmentBColMajor b;
+        nvcuda::wmma::load_matrix_sync(b, b_tile + (warp_col + c) * 16 * kStageStride + k, kStageStride);
+        backward_detail::mma_fp32_on_tf32<Config::kTf32Passes>(acc[c], a, b);
       }
     }
   }
+  cp_async_wait<0>();  // the last group is empty; nothing is in flight when out_tile reuses the buffers
 
   __syncthreads();  // the staging tiles are reused for the output tile
 #pragma unroll
@@ -227,10 +265,15 @@ __global__ void __launch_bounds__(Config::kProductThreads)
   constexpr int kStep = Config::kProductStep;
   constexpr int kBlockWidth = Config::kBlockWidth;
   constexpr int kTiles = (kBlockWidth + kTile - 1) / kTile;
-  constexpr int kStride = kTile + 4;
-  __shared__ __align__(128) float x_tile[kStep * kStride];    // x[t][i]: A(i, t), column-major
-  __shared__ __align__(128) float gx_tile[kStep * kStride];   // dgx[t][o]: B(t, o), row-major
-  __shared__ __align__(128) float ga_tile[kStep * kStride];   // dga[t][o]
+  constexpr int kStride = kTile + 4;  // 68 floats: rows 16-byte aligned (cp.async destinations)
+  constexpr int kTileFloats = kStep * kStride;
+  // x[t][i]: A(i, t), column-major. dgx[t][o], dga[t][o]: B(t, o), row-major; double-buffered (cp.async), so
+  // that the next step's gradients stream in while this step's products run.
+  __shared__ __align__(128) float x_tile[kTileFloats];
+  __shared__ __align__(128) float gx_tiles[2][kTileFloats];
+  __shared__ __align__(128) float ga_tiles[2][kTileFloats];
+  constexpr int kPieces = kStep * kTile / 4;
+  constexpr int kPiecesPerThread = (kPieces + Config::kProductThreads - 1) / Config::kProductThreads;
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -257,28 +300,52 @@ __global__ void __launch_bounds__(Config::kProductThreads)
   const bool bias_thread = i_tile == 0 && tid < 2 * kTile;
   float bias_sum = 0.0f;
 
-  for (std::int64_t t0 = t_begin; t0 < t_end; t0 += kStep) {
-    __syncthreads();
-    for (int v = tid; v < kStep * kTile / 4; v += Config::kProductThreads) {
+  // Software pipeline: the step at t0 + kStep is requested (gradients by cp.async into the other buffer, x into
+  // registers) before the products of the step at t0 run. The staged values, and so the products, are the same
+  // as without the pipeline: the same bits.
+  float4 x_next[kPiecesPerThread];
+  auto request_step = [&](std::int64_t t0, int buffer) {
+#pragma unroll
+    for (int j = 0; j < kPiecesPerThread; ++j) {
+      const int v = tid + j * Config::kProductThreads;
+      if (v >= kPieces) break;
       const int r = v / (kTile / 4);
       const int c = (v % (kTile / 4)) * 4;
       const std::int64_t t = t0 + r;
       const bool row_valid = t < t_end;
       const bool x_valid = row_valid && i0 + c < kBlockWidth;
-      backward_detail::store4(x_tile + r * kStride + c,
-                     backward_detail::load4_or_zero(params.x + (x_valid ? t * W + block_col + i0 + c : 0), x_valid));
+      x_next[j] = backward_detail::load4_or_zero(params.x + (x_valid ? t * W + block_col + i0 + c : 0), x_valid);
       const bool g_valid = row_valid && o0 + c < kBlockWidth;
-      float4 gx = make_float4(0.0f, 0.0f, 0.0f, 0.0f), ga = gx;
-      if (g_valid) {
-        gx = *reinterpret_cast<const float4*>(params.dgx + t * W + block_col + o0 + c);
-        ga = *reinterpret_cast<const float4*>(params.dga + t * W + block_col + o0 + c);
-      }
-      backward_detail::store4(gx_tile + r * kStride + c, gx);
-      backward_detail::store4(ga_tile + r * kStride + c, ga);
+      const std::int64_t g_offset = g_valid ? t * W + block_col + o0 + c : 0;  // a valid address when zero-filled
+      cp_async_16(gx_tiles[buffer] + r * kStride + c, params.dgx + g_offset, g_valid);
+      cp_async_16(ga_tiles[buffer] + r * kStride + c, params.dga + g_offset, g_valid);
     }
+    cp_async_commit();
+  };
+  request_step(t_begin, 0);
+
+  int buffer = 0;
+  for (std::int64_t t0 = t_begin; t0 < t_end; t0 += kStep, buffer ^= 1) {
+    // Every thread finished the previous step's products: x_tile and the other gradient buffer are free.
     __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kPiecesPerThread; ++j) {
+      const int v = tid + j * Config::kProductThreads;
+      if (v >= kPieces) break;
+      backward_detail::store4(x_tile + (v / (kTile / 4)) * kStride + (v % (kTile / 4)) * 4, x_next[j]);
+    }
+    if (t0 + kStep < t_end) {
+      request_step(t0 + kStep, buffer ^ 1);
+    } else {
+      cp_async_commit();  // an empty group: the wait below always leaves exactly one group pending
+    }
+    cp_async_wait<1>();  // this step's gradients have landed (this thread's copies)
+    __syncthreads();     // ... and every thread's, and x_tile is complete
+    const float* gx_tile = gx_tiles[buffer];
+    const float* ga_tile = ga_tiles[buffer];
     if (bias_thread) {
       const float* column = (tid < kTile ? gx_tile : ga_tile) + (tid % kTile);
+#pragma unroll 8
       for (int r = 0; r < kStep; ++r) bias_sum += column[r * kStride];
     }
 #pragma unroll
@@ -296,6 +363,7 @@ __global__ void __launch_bounds__(Config::kProductThreads)
       }
     }
   }
+  cp_async_wait<0>();  // no copy outlives the CTA (the last groups are empty)
 
   const std::int64_t num_blocks = params.num_blocks;
   const int i = i0 + warp_row * 16;
