@@ -12,14 +12,16 @@
 //!                                                 hawk::rglru::ResetFlags, hawk::rglru::GateMode::kFused>;
 //!     hawk::rglru::Forward<MyConfig>::run(args, nullptr, 0, stream);
 //!
-//! How a CTA works (forward_kernel.cuh): one CTA per (sequence, width tile of `WidthTile` channels). It walks
-//! its sequence in chunks of `TimeChunk` tokens. Per chunk: (1) the chunk's inputs arrive in shared memory
+//! How a CTA works (forward_kernel.cuh): one CTA per (sequence, width tile of `WidthTile` channels), with
+//! `Threads` producer threads plus `kScanWarps` scan warps. It walks its sequence in chunks of `TimeChunk`
+//! tokens. Per chunk, producers: (1) the chunk's inputs arrive in shared memory
 //! through a `Stages`-deep cp.async pipeline (fused mode: the x rows of the whole block, [TimeChunk,
 //! BlockWidth], since each output channel needs every input of its block; gate-logits mode: the x, gx, ga
 //! tiles [TimeChunk, WidthTile]); (2) fused mode only: gx, ga = x · [Wx | Wa](:, tile) + b on tensor cores
 //! (fp32 accumulate; a SIMT fp32 loop for fp32 elements) with the weight slices resident in shared memory for
-//! the whole sequence; (3) all threads evaluate `token_gates` for [TimeChunk, WidthTile]; (4) `WidthTile`
-//! threads advance the fp32 carry token by token with `recurrence_step`; (5) y is stored with 16-byte stores.
+//! the whole sequence; (3) the producers evaluate `token_gates` for [TimeChunk, WidthTile] into one of two
+//! gate tiles; then the scan warps (4) advance the fp32 carry token by token with `recurrence_step` and (5)
+//! store y, while the producers already work on the next chunk in the other gate tile.
 //!
 //! Invariance: every tile size here is a compile-time constant, and the default dispatch chooses a
 //! configuration only from (dtype, mode, reset policy, W, H), never from B, L, N or T, so a sequence's bits do
@@ -163,6 +165,17 @@ struct ForwardConfig {
                 "ForwardConfig: fp32 fused projection needs TimeChunk·2·WidthTile a multiple of 4·Threads, "
                 "Threads a multiple of WidthTile/2");
 
+  // ---- warp specialisation (forward_kernel.cuh) -----------------------------------------------------------
+  //! `Threads` are the producer threads (load, projection, gate math); `kScanWarps` more warps consume the
+  //! finished gate tiles and run the recurrence, so that the scan of chunk j overlaps the projection and gate
+  //! math of chunk j + 1. One scan thread per channel; lanes past WidthTile idle.
+  static constexpr int kScanWarps = (WidthTile_ + 31) / 32;
+  static constexpr int kScanThreads = 32 * kScanWarps;
+  //! Threads per CTA as launched: producers, then the scan warps.
+  static constexpr int kKernelThreads = Threads_ + kScanThreads;
+  static_assert(kKernelThreads <= 1024, "ForwardConfig: Threads + the scan warps (WidthTile rounded up to 32) must "
+                                        "not exceed 1024 threads per CTA");
+
   // ---- shared memory layout (bytes, each region 128-byte aligned) -------------------------------------------
   //! One pipeline stage: fused = x rows [TimeChunk][kInputStride]; gate-logits = x, gx, ga [TimeChunk][WidthTile].
   static constexpr std::size_t kStageBytes =
@@ -170,18 +183,16 @@ struct ForwardConfig {
   static constexpr std::size_t kWeightBytes =
       kFused ? detail::round_up_bytes(sizeof(Element) * BlockWidth_ * kWeightStride) : 0;
   static constexpr std::size_t kBiasBytes = kFused ? detail::round_up_bytes(sizeof(float) * kProjCols) : 0;
+  //! One fp32 gate tile; the forward double-buffers it (kGateTiles) between producers and scan warps.
   static constexpr std::size_t kGateBytes = detail::round_up_bytes(sizeof(float) * TimeChunk_ * kGateStride);
-  static constexpr std::size_t kOutputBytes = detail::round_up_bytes(sizeof(Element) * TimeChunk_ * WidthTile_);
-  static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(TimeChunk_));
+  static constexpr int kGateTiles = 2;
 
   static constexpr std::size_t kWeightOffset = 0;
   static constexpr std::size_t kBiasOffset = kWeightOffset + kWeightBytes;
   static constexpr std::size_t kStageOffset = kBiasOffset + kBiasBytes;
   static constexpr std::size_t kGateOffset = kStageOffset + kStageBytes * Stages_;
-  static constexpr std::size_t kOutputOffset = kGateOffset + kGateBytes;
-  static constexpr std::size_t kResetOffset = kOutputOffset + kOutputBytes;
-  //! Dynamic shared memory per CTA.
-  static constexpr std::size_t kSharedBytes = kResetOffset + kResetBytes;
+  //! Dynamic shared memory per CTA (y goes from the scan warps' registers straight to global memory).
+  static constexpr std::size_t kSharedBytes = kGateOffset + kGateBytes * kGateTiles;
   //! 227 KB: the opt-in maximum per block on sm_90 and sm_100 (sm_80: 163 KB; can_implement checks the device).
   static_assert(kSharedBytes <= 227u * 1024u,
                 "ForwardConfig: shared memory exceeds 227 KB per CTA; use a smaller TimeChunk, WidthTile or Stages");

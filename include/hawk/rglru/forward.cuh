@@ -145,7 +145,7 @@ class Forward {
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(Config::kSharedBytes)));
     const auto ctas = static_cast<unsigned int>(args.shape.num_sequences * params.width_tiles);
-    kernel<<<ctas, Config::kThreads, Config::kSharedBytes, stream>>>(params);
+    kernel<<<ctas, Config::kKernelThreads, Config::kSharedBytes, stream>>>(params);
     return last_launch_status("hawk::rglru::forward_kernel");
   }
 

@@ -100,44 +100,110 @@ __device__ __forceinline__ void load_weights(const ForwardParams<typename Config
   }
 }
 
-//! Store the valid rows of the y tile with 16-byte stores.
+//! Named barriers (PTX `bar.sync` / `bar.arrive`) for the producer / scan-warp hand-off. Barrier 0 is
+//! __syncthreads, which the forward kernel does not use (its warps never all meet). `count` counts threads and
+//! is a multiple of 32; every thread of a participating warp executes the instruction. An arrive
+//! synchronises-with the sync that completes the same barrier phase (PTX memory model), so shared-memory
+//! writes before the arrive are visible after the sync; the "memory" clobber keeps the compiler from moving
+//! shared-memory accesses across either.
+__device__ __forceinline__ void named_barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+//! The forward's barrier ids: producers among themselves; gate tile b full (producers -> scan warps); gate
+//! tile b empty (scan warps -> producers).
+constexpr int kProducerBarrier = 1;
+constexpr int kFullBarrier = 2;   // + tile (0, 1)
+constexpr int kEmptyBarrier = 4;  // + tile (0, 1)
+
+//! Tokens whose a_bar and u a scan thread loads into registers before it runs their fused multiply-adds:
+//! the loads of a batch issue back to back, so the carry's chain waits on the FMA latency only.
+constexpr int kScanBatch = 16;
+
+//! The scan warps' side of the forward: for each chunk, wait until its gate tile is full, advance the carry of
+//! this thread's channel token by token, store y straight to global memory, and hand the tile back.
 template <class Config>
-__device__ __forceinline__ void store_output(const ForwardParams<typename Config::Element>& p,
-                                             const typename Config::Element* tile, std::int64_t first_token,
-                                             int valid_rows, std::int64_t col0, int thread) {
+__device__ __forceinline__ void forward_scan(const ForwardParams<typename Config::Element>& p, const float* gate_tiles,
+                                             std::int64_t n, std::int64_t begin, std::int64_t length,
+                                             std::int64_t state_row, std::int64_t col0, int num_chunks, int lane) {
   using Element = typename Config::Element;
-  constexpr int kVec = Config::kVec;
-  constexpr int kPiecesPerRow = Config::kWidthTile / kVec;
-  constexpr int kPieces = Config::kTimeChunk * kPiecesPerRow;
-#pragma unroll 2
-  for (int piece = thread; piece < kPieces; piece += Config::kThreads) {
-    const int row = piece / kPiecesPerRow;
-    if (row >= valid_rows) break;  // pieces are row-major: every later piece is past the end too
-    const int col = (piece % kPiecesPerRow) * kVec;
-    using Vector = AlignedVector<Element, kVec>;
-    const Vector value = *reinterpret_cast<const Vector*>(tile + row * Config::kWidthTile + col);
-    *reinterpret_cast<Vector*>(p.y + (first_token + row) * p.width + col0 + col) = value;
+  constexpr int kC = Config::kTimeChunk;
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kGS = Config::kGateStride;
+  constexpr int kGateTileFloats = static_cast<int>(Config::kGateBytes / sizeof(float));
+  constexpr int kCount = Config::kKernelThreads;
+  static_assert(kC % kScanBatch == 0, "forward_scan: TimeChunk must be a multiple of the scan batch");
+  const bool active = lane < kWT;  // lanes past the tile (WidthTile < 32) only take part in the barriers
+  const std::int64_t W = p.width;
+
+  float h = 0.0f;  // the carry, entering the next token
+  if (active && p.h0 != nullptr) h = p.h0[state_row * W + col0 + lane];
+
+  for (int chunk = 0; chunk < num_chunks; ++chunk) {
+    const int tile = chunk & 1;
+    const std::int64_t chunk_start = static_cast<std::int64_t>(chunk) * kC;
+    const int valid = static_cast<int>(length - chunk_start < kC ? length - chunk_start : kC);
+    __syncwarp();
+    named_barrier_sync(kFullBarrier + tile, kCount);  // this chunk's a_bar | u complete
+    if (active) {
+      if (p.checkpoints != nullptr)
+        // Row checkpoint_row(begin, n, chunk, TimeChunk) of the checkpoint matrix (arguments.hpp).
+        p.checkpoints[(begin / kC + n + chunk) * W + col0 + lane] = h;
+      const float* __restrict__ a_bar = gate_tiles + tile * kGateTileFloats + lane;
+      const float* __restrict__ u = a_bar + kWT;
+      Element* __restrict__ y = p.y + (begin + chunk_start) * W + col0 + lane;
+      if (valid == kC) {
+#pragma unroll 1
+        for (int t0 = 0; t0 < kC; t0 += kScanBatch) {
+          float a_reg[kScanBatch], u_reg[kScanBatch];
+#pragma unroll
+          for (int i = 0; i < kScanBatch; ++i) {
+            a_reg[i] = a_bar[(t0 + i) * kGS];
+            u_reg[i] = u[(t0 + i) * kGS];
+          }
+#pragma unroll
+          for (int i = 0; i < kScanBatch; ++i) {
+            h = recurrence_step(a_reg[i], h, u_reg[i]);
+            y[(t0 + i) * W] = from_float<Element>(h);
+          }
+        }
+      } else {
+        for (int t = 0; t < valid; ++t) {
+          h = recurrence_step(a_bar[t * kGS], h, u[t * kGS]);
+          y[t * W] = from_float<Element>(h);
+        }
+      }
+    }
+    __syncwarp();
+    // Hand the tile back, unless no producer will wait for it (exactly one arrive per producer sync).
+    if (chunk + Config::kGateTiles < num_chunks) named_barrier_arrive(kEmptyBarrier + tile, kCount);
   }
+  if (active && p.h_final != nullptr) p.h_final[state_row * W + col0 + lane] = h;
 }
 
 }  // namespace detail
 
-//! One CTA per (sequence n, width tile), flattened: blockIdx.x = n · width_tiles + tile.
+//! One CTA per (sequence n, width tile), flattened: blockIdx.x = n · width_tiles + tile. Threads [0, Threads)
+//! are producers (load, projection, gates), the kScanWarps warps after them run the recurrence.
 template <class Config>
-__global__ void __launch_bounds__(Config::kThreads) forward_kernel(const ForwardParams<typename Config::Element> p) {
+__global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const ForwardParams<typename Config::Element> p) {
   using Element = typename Config::Element;
   using Policy = typename Config::ResetPolicy;
   constexpr int kC = Config::kTimeChunk;
   constexpr int kWT = Config::kWidthTile;
   constexpr int kStages = Config::kStages;
   constexpr int kGS = Config::kGateStride;
+  constexpr int kGateTileFloats = static_cast<int>(Config::kGateBytes / sizeof(float));
+  static_assert(Config::kGateTiles == 2, "forward_kernel: the hand-off below is written for two gate tiles");
 
   extern __shared__ __align__(128) unsigned char shared[];
   Element* weights = reinterpret_cast<Element*>(shared + Config::kWeightOffset);
   float* bias = reinterpret_cast<float*>(shared + Config::kBiasOffset);
   Element* stages = reinterpret_cast<Element*>(shared + Config::kStageOffset);
-  float* gates = reinterpret_cast<float*>(shared + Config::kGateOffset);
-  Element* out_tile = reinterpret_cast<Element*>(shared + Config::kOutputOffset);
+  float* gate_tiles = reinterpret_cast<float*>(shared + Config::kGateOffset);
   constexpr int kStageElements = static_cast<int>(Config::kStageBytes / sizeof(Element));
 
   const int thread = static_cast<int>(threadIdx.x);
@@ -155,17 +221,24 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const Forward
   }
   const std::int64_t length = end - begin;
   const std::int64_t state_row = p.state_index != nullptr ? p.state_index[n] : n;
-  const bool scans = thread < kWT;  // the threads that carry the recurrence, one per channel
-
-  // The carry, entering the next token.
-  float h = 0.0f;
-  if (scans && p.h0 != nullptr) h = p.h0[state_row * p.width + col0 + thread];
 
   if (length <= 0) {  // an empty packed sequence: its final state is its initial state
-    if (scans && p.h_final != nullptr) p.h_final[state_row * p.width + col0 + thread] = h;
+    const int lane = thread - Config::kThreads;
+    if (lane >= 0 && lane < kWT && p.h_final != nullptr) {
+      const float h = p.h0 != nullptr ? p.h0[state_row * p.width + col0 + lane] : 0.0f;
+      p.h_final[state_row * p.width + col0 + lane] = h;
+    }
+    return;
+  }
+  const int num_chunks = static_cast<int>((length + kC - 1) / kC);
+
+  if (thread >= Config::kThreads) {  // the scan warps
+    detail::forward_scan<Config>(p, gate_tiles, n, begin, length, state_row, col0, num_chunks,
+                                 thread - Config::kThreads);
     return;
   }
 
+  // ---- producers ------------------------------------------------------------------------------------------
   // Fused: where the CTA's channels sit in their block, and the block's x columns it stages.
   int block = 0, col_in_block = 0;
   std::int64_t input_col0 = col0;
@@ -178,8 +251,6 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const Forward
   // The gate phase: this thread's channel is fixed, so is its -c · softplus(a_param).
   const int gate_channel = thread % kWT;
   const float log_a_coeff = log_a_coefficient(p.a_param[col0 + gate_channel]);
-
-  const int num_chunks = static_cast<int>((length + kC - 1) / kC);
 
   // ---- prologue: weights (fused) with chunk 0, then chunks 1 .. Stages-2 --------------------------------------
   if constexpr (Config::kFused) {
@@ -197,13 +268,16 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const Forward
     cp_async_commit();
   }
 
-  int previous_valid = 0;  // rows of the previous chunk's y tile still to be stored
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
     const std::int64_t chunk_start = static_cast<std::int64_t>(chunk) * kC;
     const int valid = static_cast<int>(length - chunk_start < kC ? length - chunk_start : kC);
 
-    // Keep Stages-1 chunks in flight: issue chunk + Stages-1 into the stage that chunk-1 used (its readers all
-    // passed the barrier after the previous gate phase).
+    // Groups committed so far: chunks 0 .. chunk + Stages - 2; this chunk's is complete when at most
+    // Stages - 2 newer ones are pending.
+    cp_async_wait<kStages - 2>();
+    // (A) this chunk's inputs (and, at chunk 0, the weights and bias) visible to all producers; every producer
+    // finished the previous chunk's gate phase, so the stage it read may be refilled.
+    detail::named_barrier_sync(detail::kProducerBarrier, Config::kThreads);
     {
       const int ahead = chunk + kStages - 1;
       if (ahead < num_chunks)
@@ -211,12 +285,13 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const Forward
                                    static_cast<std::int64_t>(ahead) * kC, length, input_col0, thread);
       cp_async_commit();
     }
-    cp_async_wait<kStages - 1>();
-    __syncthreads();  // (A) this chunk's inputs visible to all; the previous scan finished
 
     const Element* stage = stages + (chunk % kStages) * kStageElements;
-    if (chunk > 0)
-      detail::store_output<Config>(p, out_tile, begin + chunk_start - kC, previous_valid, col0, thread);
+    const int gate_tile = chunk & 1;
+    float* gates = gate_tiles + gate_tile * kGateTileFloats;
+    // The scan warps finished chunk - 2, the previous user of this gate tile.
+    if (chunk >= Config::kGateTiles)
+      detail::named_barrier_sync(detail::kEmptyBarrier + gate_tile, Config::kKernelThreads);
 
     // ---- (2) projection: gates[r][0:WT] = gx, gates[r][WT:2WT] = ga -------------------------------------------
     if constexpr (Config::kFused) {
@@ -227,10 +302,10 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const Forward
         block_simt_project<kC, Config::kProjCols, Config::kBlockWidth, Config::kThreads, Config::kSimtRows>(
             stage, Config::kInputStride, weights, Config::kWeightStride, bias, gates, kGS, thread);
       }
-      __syncthreads();  // (B) gx, ga complete
+      detail::named_barrier_sync(detail::kProducerBarrier, Config::kThreads);  // (B) gx, ga complete
     }
 
-    // ---- (3) gates of [TimeChunk, WidthTile], all threads: gates[r] <- (a_bar | u) ------------------------------
+    // ---- (3) gates of [TimeChunk, WidthTile], producers: gates[r] <- (a_bar | u), each in place ---------------
     {
       constexpr int kRowsPerPass = Config::kThreads / kWT;
       const int c = gate_channel;
@@ -258,36 +333,10 @@ __global__ void __launch_bounds__(Config::kThreads) forward_kernel(const Forward
         gates[r * kGS + kWT + c] = g.u;
       }
     }
-    __syncthreads();  // (C) a_bar, u complete; the previous y tile stored
-
-    // ---- (4) the recurrence, one thread per channel, token by token -------------------------------------------
-    if (scans) {
-      if (p.checkpoints != nullptr)
-        // Row checkpoint_row(begin, n, chunk, TimeChunk) of the checkpoint matrix (arguments.hpp).
-        p.checkpoints[(begin / kC + n + chunk) * p.width + col0 + thread] = h;
-      const float* a_bar = gates + thread;
-      const float* u = gates + kWT + thread;
-      Element* y = out_tile + thread;
-      if (valid == kC) {
-#pragma unroll 16
-        for (int t = 0; t < kC; ++t) {
-          h = recurrence_step(a_bar[t * kGS], h, u[t * kGS]);
-          y[t * kWT] = from_float<Element>(h);
-        }
-      } else {
-        for (int t = 0; t < valid; ++t) {
-          h = recurrence_step(a_bar[t * kGS], h, u[t * kGS]);
-          y[t * kWT] = from_float<Element>(h);
-        }
-      }
-    }
-    previous_valid = valid;
+    // (C) a_bar, u of this chunk complete: hand the tile to the scan warps.
+    detail::named_barrier_arrive(detail::kFullBarrier + gate_tile, Config::kKernelThreads);
   }
-
-  __syncthreads();  // the last scan finished
-  detail::store_output<Config>(p, out_tile, begin + static_cast<std::int64_t>(num_chunks - 1) * kC, previous_valid,
-                               col0, thread);
-  if (scans && p.h_final != nullptr) p.h_final[state_row * p.width + col0 + thread] = h;
+  cp_async_wait<0>();  // nothing may be in flight at exit (the trailing groups are empty)
 }
 
 #endif  // __CUDACC__

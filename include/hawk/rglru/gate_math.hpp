@@ -19,6 +19,25 @@ constexpr float kGateScale = 8.0f;
 //! The per-channel constant -c · softplus(a_param); computed once per channel, not per token.
 HAWK_HOST_DEVICE float log_a_coefficient(float a_param) { return -kGateScale * math::softplus(a_param); }
 
+namespace detail {
+
+//! The gates' sigmoid. Device: one exp of -|x| and one correctly rounded reciprocal for both signs (no
+//! divergent branches, no IEEE division): x >= 0 gives 1 / (1 + e^-x) with the same bits as math::sigmoid,
+//! x < 0 gives e^x · (1 / (1 + e^x)), within 1.5 ulp. Deterministic, and every path (prefill, decode,
+//! backward) calls it, so split invariance holds. Large |x|: e = 0, result 0 or 1; NaN propagates. Host: the
+//! reference formulation of math::sigmoid.
+HAWK_HOST_DEVICE float gate_sigmoid(float x) {
+#if defined(__CUDA_ARCH__)
+  const float e = expf(-fabsf(x));
+  const float r = __frcp_rn(1.0f + e);
+  return x >= 0.0f ? r : e * r;
+#else
+  return math::sigmoid(x);
+#endif
+}
+
+}  // namespace detail
+
 //! What the recurrence needs from one token: h_t = a_bar · h_{t-1} + u.
 struct TokenGates {
   float a_bar;  //!< 0 at a reset, else a_t
@@ -27,8 +46,8 @@ struct TokenGates {
 
 //! Gates of one token and channel from its pre-activations gx, ga (already projected, bias included).
 HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a_coeff, bool reset) {
-  const float i = math::sigmoid(gx);
-  const float r = math::sigmoid(ga);
+  const float i = detail::gate_sigmoid(gx);
+  const float r = detail::gate_sigmoid(ga);
   const float log_a = log_a_coeff * r;
   const float a = expf(log_a);
   const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
@@ -52,8 +71,8 @@ struct TokenGateGrads {
 
 HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, float gx, float ga, float log_a_coeff, bool reset,
                                                  float h_prev, float dh) {
-  const float i = math::sigmoid(gx);
-  const float r = math::sigmoid(ga);
+  const float i = detail::gate_sigmoid(gx);
+  const float r = detail::gate_sigmoid(ga);
   const float log_a = log_a_coeff * r;
   const float a = expf(log_a);
   const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
