@@ -31,12 +31,19 @@ import statistics
 import sys
 import time
 
-import torch
-
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples" / "torch"))
 
-import hawk_torch  # noqa: E402  (builds / loads the operator library)
+torch = None  # imported by load_backends(), so that --plot-from runs without torch or a GPU
+hawk_torch = None
+
+
+def load_backends():
+    global torch, hawk_torch
+    import torch as torch_module
+    import hawk_torch as hawk_torch_module  # builds / loads the operator library
+
+    torch, hawk_torch = torch_module, hawk_torch_module
 
 L2_BYTES = 60 * 1024 * 1024
 C = 8.0
@@ -86,18 +93,27 @@ def free_memory():
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class _SqrtCappedGradient(torch.autograd.Function):
+_sqrt_capped_function = None
+
+
+def sqrt_capped(z):
     """sqrt with its derivative capped at 1000 (recurrentgemma's SqrtBoundDerivative)."""
+    global _sqrt_capped_function
+    if _sqrt_capped_function is None:  # defined on first use: torch is imported late (load_backends)
 
-    @staticmethod
-    def forward(ctx, z):
-        ctx.save_for_backward(z)
-        return torch.sqrt(z)
+        class SqrtCappedGradient(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, z):
+                ctx.save_for_backward(z)
+                return torch.sqrt(z)
 
-    @staticmethod
-    def backward(ctx, grad):
-        (z,) = ctx.saved_tensors
-        return grad / torch.sqrt(torch.clamp(4.0 * z, min=1e-6))
+            @staticmethod
+            def backward(ctx, grad):
+                (z,) = ctx.saved_tensors
+                return grad / torch.sqrt(torch.clamp(4.0 * z, min=1e-6))
+
+        _sqrt_capped_function = SqrtCappedGradient
+    return _sqrt_capped_function.apply(z)
 
 
 def pytorch_block_diagonal(x, w, b):
@@ -114,7 +130,7 @@ def pytorch_rglru_loop(x, a_param, Wx, bx, Wa, ba, reset):
         a = torch.exp(log_a)
         a_square = torch.exp(2 * log_a)
         gated_x = x * gate_x
-        multiplier = _SqrtCappedGradient.apply(1 - a_square)
+        multiplier = sqrt_capped(1 - a_square)
         multiplier = reset[..., None] + ~reset[..., None] * multiplier
         normalized_x = gated_x * multiplier.type(x.dtype)
         a = a * ~reset[..., None]
@@ -273,8 +289,12 @@ def measure_gate_residual(N, D, S, budget_s):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def plot(sweep, path):
-    import matplotlib
+def plot(sweep, path, gpu):
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib is not installed: no {path}; make it later with --plot-from the JSON", flush=True)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -298,7 +318,7 @@ def plot(sweep, path):
         ax.set_title(f"RG-LRU, B = {B}, W = {rows[0]['W']}, H = {rows[0]['H']}, bf16")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle(f"hawk vs the canonical PyTorch RG-LRU on {torch.cuda.get_device_name()}")
+    fig.suptitle(f"hawk vs the canonical PyTorch RG-LRU on {gpu}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -333,7 +353,14 @@ def main():
     parser.add_argument("--loop-backward-max-len", type=int, default=2048)
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of repetitions per measurement")
     parser.add_argument("--quick", action="store_true", help="a smoke run: two lengths, short budgets")
+    parser.add_argument("--plot-from", metavar="JSON", help="only draw --png from a JSON this script wrote")
     args = parser.parse_args()
+    if args.plot_from:
+        report = json.loads(pathlib.Path(args.plot_from).read_text())
+        plot(report["rglru_sweep"], args.png, report["gpu"])
+        print_tables(report)
+        return
+    load_backends()
     if args.quick:
         args.lengths, args.budget = "512,2048", 0.1
         args.loop_max_len = args.loop_backward_max_len = 512
@@ -374,7 +401,7 @@ def main():
 
     pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
-    plot(report["rglru_sweep"], args.png)
+    plot(report["rglru_sweep"], args.png, report["gpu"])
 
     print_tables(report)
     print(f"\nwrote {args.json} and {args.png} in {report['wall_s']} s")

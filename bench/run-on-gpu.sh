@@ -42,20 +42,22 @@ if [ $run_tests = 1 ]; then
 fi
 
 if [ $sanitize = 1 ]; then
-  # memcheck and racecheck over every GPU suite; HAWK_SANITIZE=1 lets suites shrink their largest sizes.
-  export HAWK_SANITIZE=1
-  for exe in build-gpu/tests/hawk_gpu_* build-gpu/tests/gpu/*/hawk_gpu_*; do
-    [ -x "$exe" ] || continue
+  # memcheck and racecheck over every GPU suite and example, one test case per process (tests/run_sanitizer.py).
+  t0=$(date +%s)
+  exes=$(ls build-gpu/tests/hawk_gpu_* build-gpu/tests/gpu/*/hawk_gpu_* 2>/dev/null)
+  python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs "${HAWK_SANITIZE_JOBS:-12}" \
+    --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1 || status=1
+  for example in build-gpu/examples/*; do
+    [ -x "$example" ] && [ -f "$example" ] || continue
     for tool in memcheck racecheck; do
-      name=$(basename "$exe")
-      if compute-sanitizer --tool $tool --error-exitcode 9 "$exe" > "$out/sanitize-$tool-$name.log" 2>&1; then
-        echo "sanitize $tool $name: clean"
-      else
-        echo "sanitize $tool $name: FAILED (rc $?)"; tail -n 15 "$out/sanitize-$tool-$name.log"; status=1
-      fi
+      compute-sanitizer --tool $tool --error-exitcode 9 "$example" > "$out/sanitize/example-$tool-$(basename "$example").log" 2>&1 \
+        && grep -Eq "(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards)" "$out/sanitize/example-$tool-$(basename "$example").log" \
+        && echo "clean  $tool example $(basename "$example")" >> "$out/sanitize.log" \
+        || { echo "FAILED $tool example $(basename "$example")" >> "$out/sanitize.log"; status=1; }
     done
   done
-  unset HAWK_SANITIZE
+  grep -E "^FAILED|^sanitizer:" "$out/sanitize.log" | head -n 40
+  echo "sanitize: $(( $(date +%s) - t0 )) s"
 fi
 
 if [ $run_bench = 1 ]; then

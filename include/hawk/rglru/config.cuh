@@ -31,6 +31,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda/barrier>
 
 #include <cstddef>
 #include <type_traits>
@@ -186,13 +187,18 @@ struct ForwardConfig {
   //! One fp32 gate tile; the forward double-buffers it (kGateTiles) between producers and scan warps.
   static constexpr std::size_t kGateBytes = detail::round_up_bytes(sizeof(float) * TimeChunk_ * kGateStride);
   static constexpr int kGateTiles = 2;
+  //! The hand-off barriers (forward_kernel.cuh): one "full" and one "empty" cuda::barrier per gate tile.
+  static constexpr int kHandOffBarriers = 2 * kGateTiles;
+  static constexpr std::size_t kBarrierBytes =
+      detail::round_up_bytes(sizeof(cuda::barrier<cuda::thread_scope_block>) * kHandOffBarriers);
 
   static constexpr std::size_t kWeightOffset = 0;
   static constexpr std::size_t kBiasOffset = kWeightOffset + kWeightBytes;
   static constexpr std::size_t kStageOffset = kBiasOffset + kBiasBytes;
   static constexpr std::size_t kGateOffset = kStageOffset + kStageBytes * Stages_;
+  static constexpr std::size_t kBarrierOffset = kGateOffset + kGateBytes * kGateTiles;
   //! Dynamic shared memory per CTA (y goes from the scan warps' registers straight to global memory).
-  static constexpr std::size_t kSharedBytes = kGateOffset + kGateBytes * kGateTiles;
+  static constexpr std::size_t kSharedBytes = kBarrierOffset + kBarrierBytes;
   //! 227 KB: the opt-in maximum per block on sm_90 and sm_100 (sm_80: 163 KB; can_implement checks the device).
   static_assert(kSharedBytes <= 227u * 1024u,
                 "ForwardConfig: shared memory exceeds 227 KB per CTA; use a smaller TimeChunk, WidthTile or Stages");

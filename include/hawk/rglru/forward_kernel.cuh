@@ -9,6 +9,8 @@
 //! starts, so a sequence gives the same y and final state alone, in any batch, or run in pieces with the fp32
 //! state passed along (decode).
 
+#include <cuda/barrier>
+
 #include <cstdint>
 
 #include "hawk/core/element.cuh"
@@ -100,24 +102,34 @@ __device__ __forceinline__ void load_weights(const ForwardParams<typename Config
   }
 }
 
-//! Named barriers (PTX `bar.sync` / `bar.arrive`) for the producer / scan-warp hand-off. Barrier 0 is
-//! __syncthreads, which the forward kernel does not use (its warps never all meet). `count` counts threads and
-//! is a multiple of 32; every thread of a participating warp executes the instruction. An arrive
-//! synchronises-with the sync that completes the same barrier phase (PTX memory model), so shared-memory
-//! writes before the arrive are visible after the sync; the "memory" clobber keeps the compiler from moving
-//! shared-memory accesses across either.
+//! `bar.sync` on a named barrier: the producers' own meeting points (barrier 0 is __syncthreads, which the
+//! forward kernel does not use, since its producers and scan warps never all meet). `count` is a multiple of
+//! 32 and every thread of a participating warp executes it; the "memory" clobber keeps the compiler from
+//! moving shared-memory accesses across it.
 __device__ __forceinline__ void named_barrier_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
-__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-
-//! The forward's barrier ids: producers among themselves; gate tile b full (producers -> scan warps); gate
-//! tile b empty (scan warps -> producers).
 constexpr int kProducerBarrier = 1;
-constexpr int kFullBarrier = 2;   // + tile (0, 1)
-constexpr int kEmptyBarrier = 4;  // + tile (0, 1)
+
+//! The producer / scan-warp hand-off of the two gate tiles: full[b] (producers -> scan warps) and empty[b]
+//! (scan warps -> producers), each a cuda::barrier (an mbarrier in shared memory) that every thread of the CTA
+//! arrives on once per phase; the side that consumes waits with its own arrival's token. Every thread arrives
+//! after its own shared-memory accesses (release) and the waiter reads after the wait (acquire), so the hand-off
+//! is ordered for each writer, not only for an elected one. compute-sanitizer's racecheck models these
+//! barriers (it does not model `bar.arrive`).
+using HandOffBarrier = cuda::barrier<cuda::thread_scope_block>;
+
+template <class Config>
+struct HandOff {
+  HandOffBarrier* barriers;
+  __device__ HandOffBarrier& full(int tile) const { return barriers[tile]; }
+  __device__ HandOffBarrier& empty(int tile) const { return barriers[Config::kGateTiles + tile]; }
+  //! Arrive without waiting (the producers on full, the scan warps on empty).
+  __device__ static void signal(HandOffBarrier& barrier) {
+    auto token = barrier.arrive();
+    (void)token;
+  }
+};
 
 //! Tokens whose a_bar and u a scan thread loads into registers before it runs their fused multiply-adds:
 //! the loads of a batch issue back to back, so the carry's chain waits on the FMA latency only.
@@ -127,14 +139,13 @@ constexpr int kScanBatch = 16;
 //! this thread's channel token by token, store y straight to global memory, and hand the tile back.
 template <class Config>
 __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config::Element>& p, const float* gate_tiles,
-                                             std::int64_t n, std::int64_t begin, std::int64_t length,
+                                             const HandOff<Config>& hand_off, std::int64_t n, std::int64_t begin, std::int64_t length,
                                              std::int64_t state_row, std::int64_t col0, int num_chunks, int lane) {
   using Element = typename Config::Element;
   constexpr int kC = Config::kTimeChunk;
   constexpr int kWT = Config::kWidthTile;
   constexpr int kGS = Config::kGateStride;
   constexpr int kGateTileFloats = static_cast<int>(Config::kGateBytes / sizeof(float));
-  constexpr int kCount = Config::kKernelThreads;
   static_assert(kC % kScanBatch == 0, "forward_scan: TimeChunk must be a multiple of the scan batch");
   const bool active = lane < kWT;  // lanes past the tile (WidthTile < 32) only take part in the barriers
   const std::int64_t W = p.width;
@@ -146,8 +157,7 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
     const int tile = chunk & 1;
     const std::int64_t chunk_start = static_cast<std::int64_t>(chunk) * kC;
     const int valid = static_cast<int>(length - chunk_start < kC ? length - chunk_start : kC);
-    __syncwarp();
-    named_barrier_sync(kFullBarrier + tile, kCount);  // this chunk's a_bar | u complete
+    hand_off.full(tile).arrive_and_wait();  // this chunk's a_bar | u complete
     if (active) {
       if (p.checkpoints != nullptr)
         // Row checkpoint_row(begin, n, chunk, TimeChunk) of the checkpoint matrix (arguments.hpp).
@@ -177,9 +187,9 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
         }
       }
     }
-    __syncwarp();
-    // Hand the tile back, unless no producer will wait for it (exactly one arrive per producer sync).
-    if (chunk + Config::kGateTiles < num_chunks) named_barrier_arrive(kEmptyBarrier + tile, kCount);
+    // Hand the tile back, unless no producer will wait for it (the producers wait on empty[b] from chunk 2 on,
+    // so its phases stay matched: one arrival of every thread per phase).
+    if (chunk + Config::kGateTiles < num_chunks) HandOff<Config>::signal(hand_off.empty(tile));
   }
   if (active && p.h_final != nullptr) p.h_final[state_row * W + col0 + lane] = h;
 }
@@ -232,8 +242,15 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
   }
   const int num_chunks = static_cast<int>((length + kC - 1) / kC);
 
+  // The hand-off barriers expect one arrival of every thread of the CTA per phase.
+  const detail::HandOff<Config> hand_off{reinterpret_cast<detail::HandOffBarrier*>(shared + Config::kBarrierOffset)};
+  if (thread == 0) {
+    for (int b = 0; b < Config::kHandOffBarriers; ++b) init(&hand_off.barriers[b], Config::kKernelThreads);
+  }
+  __syncthreads();  // the only CTA-wide meeting: the barriers are initialised before anyone arrives
+
   if (thread >= Config::kThreads) {  // the scan warps
-    detail::forward_scan<Config>(p, gate_tiles, n, begin, length, state_row, col0, num_chunks,
+    detail::forward_scan<Config>(p, gate_tiles, hand_off, n, begin, length, state_row, col0, num_chunks,
                                  thread - Config::kThreads);
     return;
   }
@@ -290,8 +307,7 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
     const int gate_tile = chunk & 1;
     float* gates = gate_tiles + gate_tile * kGateTileFloats;
     // The scan warps finished chunk - 2, the previous user of this gate tile.
-    if (chunk >= Config::kGateTiles)
-      detail::named_barrier_sync(detail::kEmptyBarrier + gate_tile, Config::kKernelThreads);
+    if (chunk >= Config::kGateTiles) hand_off.empty(gate_tile).arrive_and_wait();
 
     // ---- (2) projection: gates[r][0:WT] = gx, gates[r][WT:2WT] = ga -------------------------------------------
     if constexpr (Config::kFused) {
@@ -334,7 +350,7 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
       }
     }
     // (C) a_bar, u of this chunk complete: hand the tile to the scan warps.
-    detail::named_barrier_arrive(detail::kFullBarrier + gate_tile, Config::kKernelThreads);
+    detail::HandOff<Config>::signal(hand_off.full(gate_tile));
   }
   cp_async_wait<0>();  // nothing may be in flight at exit (the trailing groups are empty)
 }

@@ -21,18 +21,63 @@ HAWK_HOST_DEVICE float log_a_coefficient(float a_param) { return -kGateScale * m
 
 namespace detail {
 
-//! The gates' sigmoid. Device: one exp of -|x| and one correctly rounded reciprocal for both signs (no
-//! divergent branches, no IEEE division): x >= 0 gives 1 / (1 + e^-x) with the same bits as math::sigmoid,
-//! x < 0 gives e^x · (1 / (1 + e^x)), within 1.5 ulp. Deterministic, and every path (prefill, decode,
-//! backward) calls it, so split invariance holds. Large |x|: e = 0, result 0 or 1; NaN propagates. Host: the
-//! reference formulation of math::sigmoid.
+// The gates' transcendentals. On the device each is one hardware approximation (MUFU) plus at most a multiply:
+// ex2.approx, rcp.approx and sqrt.approx, all with relative error of a few 2^-23 (PTX ISA), against 8 to 20
+// instructions for the IEEE expf, division and sqrtf. The per-token math is the forward's largest cost
+// (docs/PERFORMANCE_NOTES.md), and these are deterministic: the same input gives the same bits on every run
+// and every call, so batch and split invariance are untouched, because every path (prefill, decode, backward)
+// evaluates the gates through these functions. Subnormal results flush to zero (.ftz): sigmoid(x) for
+// x < -87 is 0 rather than a subnormal. NaN propagates. On the host (tests, references) the same formulas run
+// with the C library's expf and sqrtf.
+
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float approx_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float approx_reciprocal(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float approx_sqrt(float x) {
+  float y;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#endif
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+//! e^x for the gates.
+HAWK_HOST_DEVICE float gate_exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return approx_exp2(x * kLog2e);
+#else
+  return expf(x);
+#endif
+}
+
+//! The gates' sigmoid. Device: one exp of -|x| and one reciprocal for both signs (no divergent branch, no
+//! division): 1 / (1 + e^-x) for x >= 0, e^x · (1 / (1 + e^x)) for x < 0; large |x| gives exactly 0 or 1.
+//! Host: math::sigmoid.
 HAWK_HOST_DEVICE float gate_sigmoid(float x) {
 #if defined(__CUDA_ARCH__)
-  const float e = expf(-fabsf(x));
-  const float r = __frcp_rn(1.0f + e);
+  const float e = gate_exp(-fabsf(x));
+  const float r = approx_reciprocal(1.0f + e);
   return x >= 0.0f ? r : e * r;
 #else
   return math::sigmoid(x);
+#endif
+}
+
+//! sqrt(z), z in [0, 1].
+HAWK_HOST_DEVICE float gate_sqrt(float z) {
+#if defined(__CUDA_ARCH__)
+  return approx_sqrt(z);
+#else
+  return sqrtf(z);
 #endif
 }
 
@@ -49,9 +94,9 @@ HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a
   const float i = detail::gate_sigmoid(gx);
   const float r = detail::gate_sigmoid(ga);
   const float log_a = log_a_coeff * r;
-  const float a = expf(log_a);
+  const float a = detail::gate_exp(log_a);
   const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
-  const float m = reset ? 1.0f : sqrtf(1.0f - a2);
+  const float m = reset ? 1.0f : detail::gate_sqrt(1.0f - a2);
   TokenGates gates;
   gates.u = (x * i) * m;
   gates.a_bar = reset ? 0.0f : a;
@@ -74,9 +119,9 @@ HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, float gx, float ga, fl
   const float i = detail::gate_sigmoid(gx);
   const float r = detail::gate_sigmoid(ga);
   const float log_a = log_a_coeff * r;
-  const float a = expf(log_a);
+  const float a = detail::gate_exp(log_a);
   const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
-  const float m = reset ? 1.0f : sqrtf(1.0f - a2);
+  const float m = reset ? 1.0f : detail::gate_sqrt(1.0f - a2);
 
   const float di = dh * x * m;
   const float dm = reset ? 0.0f : dh * x * i;

@@ -4,6 +4,7 @@
 // property has a negative control showing that the byte comparison does detect a change.
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "forward_test_support.cuh"
 
@@ -328,4 +329,48 @@ TEST_CASE("a run is bitwise repeatable", "[rglru][forward][determinism]") {
     CHECK(again.first == first.first);
     CHECK(again.second == first.second);
   }
+}
+
+namespace {
+
+//! The producer / scan-warp hand-off under load: 41 chunks per sequence, so each hand-off barrier goes through
+//! many phases, and 64 CTAs sharing the SMs. A missing wait would show as y, h_final or checkpoints that change
+//! between repetitions of the same call.
+template <class E>
+void check_repeatable_under_load(GateMode mode) {
+  INFO("mode=" << rglru_test::mode_name(mode));
+  const bool sanitizing = std::getenv("HAWK_SANITIZE") != nullptr;  // racecheck: a few repetitions suffice
+  const int repetitions = sanitizing ? 2 : 200;
+  const std::int64_t L = 40 * hawk::rglru::kDefaultTimeChunk + 17;
+  const Problem p = rglru_test::make_problem<E>(1024, 8, std::vector<std::int64_t>(8, L), false, mode,
+                                                ResetMode::kFlags, true);
+  DeviceProblem<E> d(p);
+  REQUIRE(rglru_test::run_forward<void>(d.arguments(p), d.workspace).ok());
+  const Bytes y = hawk_test::bytes_of(d.y), h = hawk_test::bytes_of(d.h_final);
+  const Bytes checkpoints = hawk_test::bytes_of(d.checkpoints);
+  int changed = 0;
+  for (int repeat = 1; repeat < repetitions; ++repeat) {
+    // Poison the outputs, so that an element the kernel skipped would differ too.
+    HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(d.y), 0xA5, d.y.size() * sizeof(E)));
+    HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(d.h_final), 0xA5, d.h_final.size() * sizeof(float)));
+    REQUIRE(rglru_test::run_forward<void>(d.arguments(p), d.workspace).ok());
+    changed += hawk_test::bytes_of(d.y) != y || hawk_test::bytes_of(d.h_final) != h ||
+               hawk_test::bytes_of(d.checkpoints) != checkpoints;
+  }
+  CHECK(changed == 0);
+  // Negative control: one changed input token must change y, so the comparison above can fail.
+  Problem nudged = p;
+  nudged.x[static_cast<std::size_t>(L / 2) * static_cast<std::size_t>(p.width) + 5] += 0.25;
+  DeviceProblem<E> e(nudged);
+  REQUIRE(rglru_test::run_forward<void>(e.arguments(nudged), e.workspace).ok());
+  CHECK(hawk_test::bytes_of(e.y) != y);
+}
+
+}  // namespace
+
+TEST_CASE("the producer / scan hand-off is bitwise repeatable under load (200 runs, 41 chunks per sequence)",
+          "[rglru][forward][determinism]") {
+  check_repeatable_under_load<__nv_bfloat16>(GateMode::kFused);
+  check_repeatable_under_load<__nv_bfloat16>(GateMode::kGateLogits);
+  check_repeatable_under_load<float>(GateMode::kFused);
 }

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Run GPU suites under compute-sanitizer, one Catch2 test case per process, several processes at a time.
+
+A whole suite under racecheck runs for far longer than the suite itself; split by test case, the processes
+share the GPU and the machine's cores, and a failure names its test case. HAWK_SANITIZE=1 is set, which lets
+the suites skip their longest sizes (see tests/gpu/*/..._support.cuh).
+
+    tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs 8 --logs OUTDIR EXE [EXE ...]
+
+Exit status 0 when every test case ran clean under every tool, 1 otherwise.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+
+def test_names(exe):
+    listing = subprocess.run([exe, "--list-test-names-only"], capture_output=True, text=True).stdout  # exit code = count
+    # The suites print a "GPU: ..." banner first; Catch2 indents wrapped names, which --list-test-names-only
+    # does not do, so every other non-empty line is a name.
+    return [line for line in listing.splitlines() if line.strip() and not line.startswith("GPU:")]
+
+
+def catch_spec(name):
+    """A Catch2 v2 test spec matching exactly `name`: escape its special characters."""
+    return re.sub(r"([\\,\[\]*~\"])", r"\\\1", name)
+
+
+def run_one(tool, exe, name, logs, timeout):
+    started = time.time()
+    command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", exe, catch_spec(name)]
+    env = dict(os.environ, HAWK_SANITIZE="1")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+        output, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as expired:
+        output, code = (expired.stdout or b"").decode(errors="replace") + "\nTIMEOUT\n", -1
+    ran = re.search(r"All tests passed \((\d+) assertion", output) or re.search(r"test cases: +(\d+)", output)
+    summary = "RACECHECK SUMMARY: 0 hazards" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
+    # Clean: the test case ran and passed (a spec that matched nothing must not pass silently), and the tool
+    # reported nothing, warnings included.
+    clean = code == 0 and ran is not None and summary in output
+    if not clean:
+        stem = re.sub(r"[^A-Za-z0-9]+", "_", f"{tool}_{pathlib.Path(exe).name}_{name}")[:120]
+        (pathlib.Path(logs) / f"{stem}.log").write_text(output)
+    return tool, pathlib.Path(exe).name, name, clean, code, time.time() - started, output[-1500:]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tool", action="append", required=True, choices=["memcheck", "racecheck", "synccheck",
+                                                                           "initcheck"])
+    parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per test case and tool")
+    parser.add_argument("--logs", required=True, help="folder for the logs of failing test cases")
+    parser.add_argument("executables", nargs="+")
+    args = parser.parse_args()
+    pathlib.Path(args.logs).mkdir(parents=True, exist_ok=True)
+
+    work = [(tool, exe, name) for exe in args.executables for name in test_names(exe) for tool in args.tool]
+    print(f"{len(work)} (tool, test case) runs, {args.jobs} at a time", flush=True)
+    failures = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_one, tool, exe, name, args.logs, args.timeout) for tool, exe, name in work]
+        for future in concurrent.futures.as_completed(futures):
+            tool, exe, name, clean, code, seconds, tail = future.result()
+            print(f"{'clean ' if clean else 'FAILED'} {tool:9} {exe} {seconds:6.1f} s  {name}", flush=True)
+            if not clean:
+                failures += 1
+                print(tail, flush=True)
+    print(f"sanitizer: {len(work) - failures} of {len(work)} clean", flush=True)
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
