@@ -7,6 +7,9 @@ the suites skip their longest sizes (see tests/gpu/*/..._support.cuh).
 
     tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs 8 --logs OUTDIR EXE [EXE ...]
 
+--skip-clean LOG skips the (tool, suite, test case) runs that an earlier run's log reports clean, so that a long
+sanitizer pass can be split over several sessions on the GPU machine.
+
 Exit status 0 when every test case ran clean under every tool, 1 otherwise.
 """
 
@@ -59,11 +62,22 @@ def main():
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per test case and tool")
     parser.add_argument("--logs", required=True, help="folder for the logs of failing test cases")
+    parser.add_argument("--skip-clean", action="append", default=[], metavar="LOG",
+                        help="skip what this earlier log of the script reports clean")
     parser.add_argument("executables", nargs="+")
     args = parser.parse_args()
     pathlib.Path(args.logs).mkdir(parents=True, exist_ok=True)
 
-    work = [(tool, exe, name) for exe in args.executables for name in test_names(exe) for tool in args.tool]
+    done_before = set()
+    for log in args.skip_clean:
+        for line in pathlib.Path(log).read_text().splitlines():
+            match = re.match(r"^clean\s+(\S+)\s+(\S+)\s+[\d.]+ s  (.*)$", line)
+            if match:
+                done_before.add(match.groups())
+    work = [(tool, exe, name) for exe in args.executables for name in test_names(exe) for tool in args.tool
+            if (tool, pathlib.Path(exe).name, name) not in done_before]
+    if done_before:
+        print(f"{len(done_before)} runs reported clean before are skipped", flush=True)
     print(f"{len(work)} (tool, test case) runs, {args.jobs} at a time", flush=True)
     failures = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:

@@ -49,14 +49,21 @@ template <class Element, int BlockWidth, class Policy>
 struct DefaultFusedConfig {
   static constexpr bool kFloat = sizeof(Element) == 4;
   static constexpr int kWidthTile = BlockWidth == 64 ? (kFloat ? 32 : 64) : BlockWidth == 128 ? 32 : 16;
-  using type = ForwardConfig<Element, BlockWidth, kWidthTile, kDefaultTimeChunk, 256, Policy, GateMode::kFused, 2>;
+  // 16-bit elements, w <= 128: 16 producer warps. At (4, 2048, 2048, 16) the grid is only 2 CTAs per SM, and the
+  // H200 profile of 8 producer warps showed one instruction issued every 2 cycles per scheduler, with too few
+  // eligible warps to hide the gate math's MUFU latency (docs/PERFORMANCE_NOTES.md). w = 256 (a tile of 16
+  // channels) has no 16-warp MMA grid at TimeChunk 64; fp32 (one CTA per SM by shared memory) keeps 8.
+  static constexpr int kThreads = !kFloat && BlockWidth <= 128 ? 512 : 256;
+  using type =
+      ForwardConfig<Element, BlockWidth, kWidthTile, kDefaultTimeChunk, kThreads, Policy, GateMode::kFused, 2>;
 };
 
 //! The shipped gate-logits configuration for element `Element` and reset `Policy` (any H).
 template <class Element, class Policy>
 struct DefaultGateLogitsConfig {
   static constexpr int kStages = sizeof(Element) == 4 ? 3 : 4;
-  using type = ForwardConfig<Element, 0, 32, kDefaultTimeChunk, 128, Policy, GateMode::kGateLogits, kStages>;
+  // 8 producer warps: with 4 (2026-11-29) the gate math of a chunk was the critical path at 2 CTAs per SM.
+  using type = ForwardConfig<Element, 0, 32, kDefaultTimeChunk, 256, Policy, GateMode::kGateLogits, kStages>;
 };
 
 namespace detail {
