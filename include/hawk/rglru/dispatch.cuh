@@ -49,11 +49,9 @@ template <class Element, int BlockWidth, class Policy>
 struct DefaultFusedConfig {
   static constexpr bool kFloat = sizeof(Element) == 4;
   static constexpr int kWidthTile = BlockWidth == 64 ? (kFloat ? 32 : 64) : BlockWidth == 128 ? 32 : 16;
-  // 16-bit elements, w <= 128: 16 producer warps. At (4, 2048, 2048, 16) the grid is only 2 CTAs per SM, and the
-  // H200 profile of 8 producer warps showed one instruction issued every 2 cycles per scheduler, with too few
-  // eligible warps to hide the gate math's MUFU latency (docs/PERFORMANCE_NOTES.md). w = 256 (a tile of 16
-  // channels) has no 16-warp MMA grid at TimeChunk 64; fp32 (one CTA per SM by shared memory) keeps 8.
-  static constexpr int kThreads = !kFloat && BlockWidth <= 128 ? 512 : 256;
+  // 8 producer warps. 16 (tried 2026-11-29 for 16-bit w <= 128) raised the eligible warps per scheduler from
+  // 0.92 to 1.50 but made the forward 10% and the backward scan (which shares the thread count) 28% slower.
+  static constexpr int kThreads = 256;
   using type =
       ForwardConfig<Element, BlockWidth, kWidthTile, kDefaultTimeChunk, kThreads, Policy, GateMode::kFused, 2>;
 };

@@ -341,8 +341,8 @@ TEST_CASE("bad backward input returns its status code and writes nothing (defaul
   DeviceGradients<E> g(p, u);
   const BackwardArguments good = g.arguments(p, d);
   const auto untouched = g.download().all_bytes();
-  thrust::device_vector<std::int32_t> bad_cu(std::vector<std::int32_t>{0, 80, 70}.begin(),
-                                            std::vector<std::int32_t>{0, 80, 70}.end());
+  const std::vector<std::int32_t> decreasing = {0, 80, 70};
+  thrust::device_vector<std::int32_t> bad_cu(decreasing.begin(), decreasing.end());
   const std::vector<std::int32_t> out_of_range = {0, 7};
   thrust::device_vector<std::int32_t> bad_index(out_of_range.begin(), out_of_range.end());
 
