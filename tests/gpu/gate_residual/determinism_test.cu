@@ -206,6 +206,9 @@ TEST_CASE("forward and backward inside a CUDA graph (validate_indices off) give 
     thrust::device_vector<unsigned char> workspace(std::max(F::workspace_size(fwd), B::workspace_size(bwd)));
     cudaStream_t stream;
     HAWK_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    // The fills above ran on the legacy default stream, which a non-blocking stream does not wait for: finish
+    // them first. (Without this, racecheck's serialisation let a late fill land after the kernels.)
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
     REQUIRE(F::run(fwd, raw(workspace), workspace.size(), stream).ok());
     REQUIRE(B::run(bwd, raw(workspace), workspace.size(), stream).ok());
     HAWK_TEST_CUDA(cudaStreamSynchronize(stream));
@@ -214,6 +217,7 @@ TEST_CASE("forward and backward inside a CUDA graph (validate_indices off) give 
     hawk_test::poison(out);
     hawk_test::poison(dy);
     hawk_test::poison(dgate);
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());  // the poison (legacy default stream) lands before the graph runs
 
     cudaGraph_t graph;
     HAWK_TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
