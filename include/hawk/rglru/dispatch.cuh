@@ -14,12 +14,15 @@
 //! |------------|-------------|-----|-----------|---------|--------|--------------------------------------------------|
 //! | bf16, fp16 | fused       | 64  | 64        | 256     | 2      | one CTA per whole block: x read once             |
 //! | bf16, fp16 | fused       | 128 | 32        | 256     | 2      | 4 CTAs per block: ≥ 2 CTAs/SM at the seed shape  |
-//! | bf16, fp16 | fused       | 256 | 16        | 256     | 2      | 2 CTAs/SM (100 KB smem), 160 CTAs at B = 1       |
+//! | bf16, fp16 | fused       | 256 | 16        | 256     | 2      | 2 CTAs/SM (109 KB smem), 160 CTAs at B = 1       |
 //! | fp32       | fused       | 64  | 32        | 256     | 2      | SIMT fp32 projection                             |
 //! | fp32       | fused       | 128 | 32        | 256     | 2      |                                                  |
 //! | fp32       | fused       | 256 | 16        | 256     | 2      | 180 KB smem: sm_90 / sm_100 only                 |
-//! | bf16, fp16 | gate-logits | any | 32        | 128     | 4      | bandwidth: 3 chunks of loads in flight per CTA   |
-//! | fp32       | gate-logits | any | 32        | 128     | 3      |                                                  |
+//! | bf16, fp16 | gate-logits | any | 32        | 256     | 4      | bandwidth: 3 chunks of loads in flight per CTA   |
+//! | fp32       | gate-logits | any | 32        | 256     | 3      |                                                  |
+//!
+//! Threads counts the producers (loads, projection, gate math); each CTA also runs ceil(WidthTile / 32) scan
+//! warps (config.cuh).
 //!
 //! Other block widths: write a ForwardConfig and call Forward<Config> (examples/custom_tile_config.cu).
 //!
