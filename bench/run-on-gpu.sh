@@ -3,6 +3,9 @@
 # and leave logs and JSON under OUTDIR. Catch2 comes from the Debian package carried in .gpu/ (GPU.md).
 #
 #   bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize] [--bench-filter REGEX]
+#
+# --sanitize runs every GPU test case under memcheck and racecheck, HAWK_SANITIZE_JOBS at a time (default 12);
+# HAWK_SANITIZE_SKIP_CLEAN="log ..." skips what earlier tests/run_sanitizer.py logs report clean.
 set -uo pipefail
 out=${1:?usage: bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize]}
 shift
@@ -45,7 +48,9 @@ if [ $sanitize = 1 ]; then
   # memcheck and racecheck over every GPU suite and example, one test case per process (tests/run_sanitizer.py).
   t0=$(date +%s)
   exes=$(ls build-gpu/tests/hawk_gpu_* build-gpu/tests/gpu/*/hawk_gpu_* 2>/dev/null)
-  python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs "${HAWK_SANITIZE_JOBS:-12}" \
+  # HAWK_SANITIZE_SKIP_CLEAN="log ...": skip what earlier logs of the same kernels report clean.
+  skip=(); for log in ${HAWK_SANITIZE_SKIP_CLEAN:-}; do skip+=(--skip-clean "$log"); done
+  python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs "${HAWK_SANITIZE_JOBS:-12}" "${skip[@]}" \
     --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1 || status=1
   for example in build-gpu/examples/*; do
     [ -x "$example" ] && [ -f "$example" ] || continue
