@@ -2,19 +2,22 @@
 # Build on the GPU machine, run the whole GPU suite (optionally under compute-sanitizer) and every benchmark,
 # and leave logs and JSON under OUTDIR. Catch2 comes from the Debian package carried in .gpu/ (GPU.md).
 #
-#   bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize] [--bench-filter REGEX]
+#   bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize] [--sweep] [--bench-filter REGEX]
+#
+# --sweep also runs the configuration sweeps (build-gpu/bench/*/sweep_*): candidates against the shipped ones.
 #
 # --sanitize runs every GPU test case under memcheck and racecheck, HAWK_SANITIZE_JOBS at a time (default 12);
 # HAWK_SANITIZE_SKIP_CLEAN="log ..." skips what earlier tests/run_sanitizer.py logs report clean.
 set -uo pipefail
 out=${1:?usage: bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize]}
 shift
-run_tests=1 run_bench=1 sanitize=0 bench_filter=.
+run_tests=1 run_bench=1 sanitize=0 bench_filter=. sweep=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip-tests) run_tests=0 ;;
     --skip-bench) run_bench=0 ;;
     --sanitize) sanitize=1 ;;
+    --sweep) sweep=1 ;;
     --bench-filter) bench_filter=$2; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -72,6 +75,14 @@ if [ $run_bench = 1 ]; then
     echo "$name" | grep -Eq "$bench_filter" || continue
     timeout 240 "$exe" "$out/$name.json" > "$out/$name.log" 2>&1 || { echo "$name FAILED"; status=1; }
     tail -n 20 "$out/$name.log"
+  done
+fi
+if [ $sweep = 1 ]; then
+  for exe in build-gpu/bench/*/sweep_*; do
+    [ -x "$exe" ] || continue
+    name=$(basename "$exe")
+    timeout 300 "$exe" "$out/$name.json" > /dev/null 2> "$out/$name.log" || { echo "$name FAILED"; status=1; }
+    cat "$out/$name.log"
   done
 fi
 exit $status
