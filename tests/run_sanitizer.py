@@ -5,7 +5,7 @@ A whole suite under racecheck runs for far longer than the suite itself; split b
 share the GPU and the machine's cores, and a failure names its test case. HAWK_SANITIZE=1 is set, which lets
 the suites skip their longest sizes (see tests/gpu/*/..._support.cuh).
 
-    tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs 8 --logs OUTDIR EXE [EXE ...]
+    tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs 8 --logs OUTDIR [--program EXAMPLE ...] SUITE ...
 
 --skip-clean LOG skips the (tool, suite, test case) runs that an earlier run's log reports clean, so that a long
 sanitizer pass can be split over several sessions on the GPU machine.
@@ -36,19 +36,24 @@ def catch_spec(name):
 
 
 def run_one(tool, exe, name, logs, timeout):
+    """One (tool, executable, test case) run; name None runs a whole program that is not a Catch2 suite."""
     started = time.time()
-    command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", exe, catch_spec(name)]
+    command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", exe]
+    if name is not None:
+        command.append(catch_spec(name))
     env = dict(os.environ, HAWK_SANITIZE="1")
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
         output, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as expired:
         output, code = (expired.stdout or b"").decode(errors="replace") + "\nTIMEOUT\n", -1
-    ran = re.search(r"All tests passed \((\d+) assertion", output) or re.search(r"test cases: +(\d+)", output)
+    ran = name is None or re.search(r"All tests passed \((\d+) assertion", output) or \
+        re.search(r"test cases: +(\d+)", output)
     summary = "RACECHECK SUMMARY: 0 hazards" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
-    # Clean: the test case ran and passed (a spec that matched nothing must not pass silently), and the tool
-    # reported nothing, warnings included.
-    clean = code == 0 and ran is not None and summary in output
+    # Clean: the test case ran and passed (a spec that matched nothing must not pass silently), or the program
+    # exited 0, and the tool reported nothing, warnings included.
+    clean = code == 0 and bool(ran) and summary in output
+    name = name if name is not None else "(whole program)"
     if not clean:
         stem = re.sub(r"[^A-Za-z0-9]+", "_", f"{tool}_{pathlib.Path(exe).name}_{name}")[:120]
         (pathlib.Path(logs) / f"{stem}.log").write_text(output)
@@ -64,7 +69,9 @@ def main():
     parser.add_argument("--logs", required=True, help="folder for the logs of failing test cases")
     parser.add_argument("--skip-clean", action="append", default=[], metavar="LOG",
                         help="skip what this earlier log of the script reports clean")
-    parser.add_argument("executables", nargs="+")
+    parser.add_argument("--program", action="append", default=[], metavar="EXE",
+                        help="also run EXE, a program that is not a Catch2 suite (an example), whole")
+    parser.add_argument("executables", nargs="*", help="Catch2 suites, run one test case per process")
     args = parser.parse_args()
     pathlib.Path(args.logs).mkdir(parents=True, exist_ok=True)
 
@@ -74,8 +81,10 @@ def main():
             match = re.match(r"^clean\s+(\S+)\s+(\S+)\s+[\d.]+ s  (.*)$", line)
             if match:
                 done_before.add(match.groups())
-    work = [(tool, exe, name) for exe in args.executables for name in test_names(exe) for tool in args.tool
-            if (tool, pathlib.Path(exe).name, name) not in done_before]
+    cases = [(exe, name) for exe in args.executables for name in test_names(exe)] + \
+        [(exe, None) for exe in args.program]
+    work = [(tool, exe, name) for exe, name in cases for tool in args.tool
+            if (tool, pathlib.Path(exe).name, name if name is not None else "(whole program)") not in done_before]
     if done_before:
         print(f"{len(done_before)} runs reported clean before are skipped", flush=True)
     print(f"{len(work)} (tool, test case) runs, {args.jobs} at a time", flush=True)
