@@ -30,7 +30,8 @@
 //! `h_final` = the same pointer (in-place update) and `state_index` naming each sequence's row of the state
 //! pool. Token-by-token decode gives bitwise the prefill's y and final state (tests/gpu/rglru/
 //! forward_invariance_test.cu proves it; examples/rglru_decode.cu shows it). `decode()` below is that call with
-//! the state arguments checked.
+//! the state arguments checked; for the common step of one token per sequence (dense, no checkpoints) it runs
+//! `DecodeStep<Config>` instead, which packs 64 sequences into one CTA and gives the same bits.
 
 #include <cuda_runtime_api.h>
 
@@ -41,6 +42,7 @@
 #include "hawk/core/status.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/config.cuh"
+#include "hawk/rglru/decode_step.cuh"
 #include "hawk/rglru/forward.cuh"
 #include "hawk/rglru/reset_policy.hpp"
 
@@ -138,7 +140,13 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
                "decode needs the cached states h0 and somewhere to put the new ones (h_final, may equal h0)");
   HAWK_REQUIRE(args.reset_mode != ResetMode::kSequenceStart, StatusCode::kInvalidArgument,
                "decode continues cached states: reset_mode must be kNone or kFlags");
-  return forward(args, workspace, workspace_bytes, stream);
+  HAWK_RETURN_IF_ERROR(check_forward_shape(args));
+  return detail::visit_default_config(args, [&](auto config) -> Status {
+    using Config = decltype(config);
+    // One token per sequence: many sequences share a CTA and its weights (same bits as the forward kernel).
+    if (DecodeStep<Config>::applies(args)) return DecodeStep<Config>::run(args, workspace, workspace_bytes, stream);
+    return Forward<Config>::run(args, workspace, workspace_bytes, stream);
+  });
 }
 
 }  // namespace rglru

@@ -11,6 +11,8 @@
 #include "hawk/rglru/backward_projection_kernel.cuh"
 #include "hawk/rglru/backward_scan_kernel.cuh"
 #include "hawk/rglru/config.cuh"
+#include "hawk/rglru/decode_step.cuh"
+#include "hawk/rglru/decode_step_kernel.cuh"
 #include "hawk/rglru/dispatch.cuh"
 #include "hawk/rglru/forward.cuh"
 #include "hawk/rglru/forward_kernel.cuh"

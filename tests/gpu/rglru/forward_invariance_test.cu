@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
+#include <random>
+#include <type_traits>
+#include <utility>
 
 #include "forward_test_support.cuh"
 
@@ -373,4 +377,98 @@ TEST_CASE("the producer / scan hand-off is bitwise repeatable under load (200 ru
   check_repeatable_under_load<__nv_bfloat16>(GateMode::kFused);
   check_repeatable_under_load<__nv_bfloat16>(GateMode::kGateLogits);
   check_repeatable_under_load<float>(GateMode::kFused);
+}
+
+namespace {
+
+//! The shipped configuration with per-token reset flags for a dtype, mode and block width.
+template <class E, GateMode Mode, int BlockWidth>
+using ShippedFlagsConfig =
+    typename std::conditional<Mode == GateMode::kFused,
+                              hawk::rglru::DefaultFusedConfig<E, BlockWidth, hawk::rglru::ResetFlags>,
+                              hawk::rglru::DefaultGateLogitsConfig<E, hawk::rglru::ResetFlags>>::type::type;
+
+//! One decode step of N sequences (one token each, reset flags on every other one) from shuffled rows of a
+//! state pool, in place, run three ways: Forward<Config> (one CTA per sequence and width tile), DecodeStep<Config>
+//! (64 sequences per CTA) and hawk::rglru::decode (which picks DecodeStep). y and the pool must match bit for bit,
+//! and pool rows no sequence owns must keep their values.
+template <class E, GateMode Mode, int BlockWidth>
+void check_decode_step_matches_forward() {
+  using Config = ShippedFlagsConfig<E, Mode, BlockWidth>;
+  const std::int64_t H = Mode == GateMode::kFused ? 2 : 3, W = BlockWidth * H, N = 150, S = 211;
+  INFO("mode=" << rglru_test::mode_name(Mode) << " w=" << BlockWidth << " width tile " << Config::kWidthTile);
+  const Problem p = rglru_test::make_problem<E>(W, H, std::vector<std::int64_t>(N, 1), false, Mode,
+                                                ResetMode::kFlags, false);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(S));
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), std::mt19937_64(hawk_test::fresh_seed()));
+  slots.resize(static_cast<std::size_t>(N));
+  thrust::device_vector<std::int32_t> slot_index(slots.begin(), slots.end());
+  const std::vector<double> pool_init =
+      hawk_test::random_uniform(static_cast<std::size_t>(S * W), -1.0, 1.0, hawk_test::fresh_seed());
+
+  auto run = [&](int how, const Problem& problem) {
+    DeviceProblem<E> d(problem);
+    thrust::device_vector<float> pool = hawk_test::to_device<float>(pool_init);
+    ForwardArguments args = d.arguments(problem);
+    args.shape.num_state_rows = S;
+    args.state_index = hawk_test::raw(slot_index);
+    args.h0 = hawk_test::raw(pool);
+    args.h_final = hawk_test::raw(pool);
+    args.checkpoints = nullptr;
+    HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(d.y), 0xA5, d.y.size() * sizeof(E)));  // poison
+    void* workspace = hawk_test::raw(d.workspace);
+    hawk::Status status;
+    if (how == 0) status = hawk::rglru::Forward<Config>::run(args, workspace, d.workspace.size(), nullptr);
+    if (how == 1) {
+      REQUIRE(hawk::rglru::DecodeStep<Config>::applies(args));
+      status = hawk::rglru::DecodeStep<Config>::run(args, workspace, d.workspace.size(), nullptr);
+    }
+    if (how == 2) status = hawk::rglru::decode(args, workspace, d.workspace.size(), nullptr);
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    INFO("way " << how << ": " << status.to_string());
+    REQUIRE(status.ok());
+    return std::make_pair(hawk_test::bytes_of(d.y), hawk_test::bytes_of(pool));
+  };
+  const auto by_forward = run(0, p);
+  const auto by_decode_step = run(1, p);
+  const auto by_decode = run(2, p);
+  CHECK(by_decode_step.first == by_forward.first);
+  CHECK(by_decode_step.second == by_forward.second);
+  CHECK(by_decode.first == by_forward.first);
+  CHECK(by_decode.second == by_forward.second);
+  // Rows of the pool that no sequence owns are untouched.
+  const Bytes initial = hawk_test::bytes_of(hawk_test::to_device<float>(pool_init));
+  std::vector<bool> owned(static_cast<std::size_t>(S), false);
+  for (auto s : slots) owned[static_cast<std::size_t>(s)] = true;
+  const auto row = static_cast<std::size_t>(W) * sizeof(float);
+  std::size_t changed_unowned = 0, changed_owned = 0;
+  for (std::size_t s = 0; s < static_cast<std::size_t>(S); ++s) {
+    const bool same = std::memcmp(initial.data() + s * row, by_decode.second.data() + s * row, row) == 0;
+    (owned[s] ? changed_owned : changed_unowned) += same ? 0 : 1;
+  }
+  CHECK(changed_unowned == 0);
+  CHECK(changed_owned == static_cast<std::size_t>(N));
+  // Negative control: one changed input of sequence 77 changes the decode step's y.
+  Problem nudged = p;
+  nudged.x[static_cast<std::size_t>(77 * W + 3)] = rglru_test::quantize_nudge<E>(nudged.x[static_cast<std::size_t>(77 * W + 3)]);
+  CHECK(run(1, nudged).first != by_decode_step.first);
+}
+
+}  // namespace
+
+TEST_CASE("a decode step of one token per sequence (64 sequences per CTA) gives the forward kernel's bits",
+          "[rglru][forward][invariance][decode]") {
+  check_decode_step_matches_forward<__nv_bfloat16, GateMode::kFused, 64>();
+  check_decode_step_matches_forward<__nv_bfloat16, GateMode::kFused, 128>();
+  check_decode_step_matches_forward<__nv_bfloat16, GateMode::kFused, 256>();
+  check_decode_step_matches_forward<__nv_bfloat16, GateMode::kGateLogits, 64>();
+  check_decode_step_matches_forward<__half, GateMode::kFused, 64>();
+  check_decode_step_matches_forward<__half, GateMode::kFused, 128>();
+  check_decode_step_matches_forward<__half, GateMode::kFused, 256>();
+  check_decode_step_matches_forward<__half, GateMode::kGateLogits, 64>();
+  check_decode_step_matches_forward<float, GateMode::kFused, 64>();
+  check_decode_step_matches_forward<float, GateMode::kFused, 128>();
+  check_decode_step_matches_forward<float, GateMode::kFused, 256>();
+  check_decode_step_matches_forward<float, GateMode::kGateLogits, 64>();
 }

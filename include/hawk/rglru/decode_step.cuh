@@ -1,0 +1,73 @@
+#pragma once
+//! \file
+//! `DecodeStep<Config>`: the RG-LRU operator for one new token per sequence (decode_step_kernel.cuh), with the
+//! same interface as `Forward<Config>` (can_implement, workspace_size, run) and the same bits.
+//!
+//! It applies to dense batches of exactly one token per sequence (`shape.cu_seqlens == nullptr`, `num_tokens ==
+//! num_sequences`) without checkpoints; `hawk::rglru::decode()` takes it for those and the forward kernel for
+//! anything else.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+
+#include "hawk/core/cuda_status.hpp"
+#include "hawk/core/status.hpp"
+#include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/config.cuh"
+#include "hawk/rglru/decode_step_kernel.cuh"
+#include "hawk/rglru/forward.cuh"
+#include "hawk/rglru/validate.cuh"
+
+namespace hawk {
+namespace rglru {
+
+template <class Config_>
+class DecodeStep {
+ public:
+  using Config = Config_;
+  using Element = typename Config::Element;
+
+  //! Whether args are a single-token step this operator takes (host check of the shape only).
+  static bool applies(const ForwardArguments& args) {
+    const ProblemShape& s = args.shape;
+    return s.cu_seqlens == nullptr && s.num_sequences > 0 && s.num_tokens == s.num_sequences &&
+           s.seq_len == 1 && args.checkpoints == nullptr;
+  }
+
+  //! Everything `Forward<Config>::can_implement` checks, and that args are a single-token step.
+  static Status can_implement(const ForwardArguments& args) {
+    HAWK_RETURN_IF_ERROR(Forward<Config>::can_implement(args));
+    HAWK_REQUIRE(applies(args), StatusCode::kInvalidArgument,
+                 "DecodeStep takes a dense batch of one token per sequence (cu_seqlens null, num_tokens == "
+                 "num_sequences, seq_len 1) without checkpoints; use Forward<Config> for anything else");
+    return Status::success();
+  }
+
+  static std::size_t workspace_size(const ForwardArguments& args) { return Forward<Config>::workspace_size(args); }
+
+  //! Check, validate the device index tensors (if asked), launch. Asynchronous except for the validation.
+  static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+    HAWK_RETURN_IF_ERROR(can_implement(args));
+    if (needs_device_validation(args.shape, args.state_index)) {
+      HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= kValidationWorkspaceBytes,
+                   StatusCode::kWorkspaceTooSmall,
+                   "device-input validation needs workspace_size(args) bytes of workspace (or set "
+                   "shape.validate_device_inputs = false)");
+      HAWK_REQUIRE(is_aligned(workspace, 16), StatusCode::kMisalignedPointer, "workspace must be 16-byte aligned");
+      HAWK_RETURN_IF_ERROR(validate_device_inputs(args.shape, args.state_index, workspace, stream));
+    }
+    const ForwardParams<Element> params = Forward<Config>::make_params(args);
+    const auto kernel = decode_step_kernel<Config>;
+    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(Config::kSharedBytes)));
+    const std::int64_t groups = (args.shape.num_sequences + Config::kTimeChunk - 1) / Config::kTimeChunk;
+    const auto ctas = static_cast<unsigned int>(groups * params.width_tiles);
+    kernel<<<ctas, Config::kThreads, Config::kSharedBytes, stream>>>(params, args.shape.num_sequences);
+    return last_launch_status("hawk::rglru::decode_step_kernel");
+  }
+};
+
+}  // namespace rglru
+}  // namespace hawk
