@@ -14,6 +14,7 @@ hawk::Status arch_check_rglru(const hawk::rglru::ForwardArguments& forward_args,
                               const hawk::rglru::BackwardArguments& backward_args, cudaStream_t stream) {
   HAWK_RETURN_IF_ERROR(hawk::rglru::Forward<RglruForward>::run(forward_args, nullptr, 0, stream));
   HAWK_RETURN_IF_ERROR(hawk::rglru::Forward<RglruGateLogits>::run(forward_args, nullptr, 0, stream));
+  HAWK_RETURN_IF_ERROR(hawk::rglru::DecodeStep<RglruForward>::run(forward_args, nullptr, 0, stream));
   return hawk::rglru::Backward<hawk::rglru::BackwardConfig<RglruForward>>::run(backward_args, nullptr, 0, stream);
 }
 

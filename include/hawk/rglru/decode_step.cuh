@@ -60,11 +60,12 @@ class DecodeStep {
     }
     const ForwardParams<Element> params = Forward<Config>::make_params(args);
     const auto kernel = decode_step_kernel<Config>;
+    constexpr std::size_t kShared = DecodeStepLayout<Config>::kSharedBytes;
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(Config::kSharedBytes)));
+                                                   static_cast<int>(kShared)));
     const std::int64_t groups = (args.shape.num_sequences + Config::kTimeChunk - 1) / Config::kTimeChunk;
     const auto ctas = static_cast<unsigned int>(groups * params.width_tiles);
-    kernel<<<ctas, Config::kThreads, Config::kSharedBytes, stream>>>(params, args.shape.num_sequences);
+    kernel<<<ctas, Config::kThreads, kShared, stream>>>(params, args.shape.num_sequences);
     return last_launch_status("hawk::rglru::decode_step_kernel");
   }
 };

@@ -12,6 +12,7 @@
 //! from one `recurrence_step`, exactly as in the forward kernel. So y and the new state equal, bit for bit, the
 //! forward kernel's for the same arguments, and token-by-token decoding still equals one prefill call.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "hawk/core/element.cuh"
@@ -23,6 +24,15 @@
 
 namespace hawk {
 namespace rglru {
+
+//! The decode kernel's shared memory: the forward's weights, bias and first input stage (Config's offsets), then
+//! one fp32 gate tile right after that stage; a fraction of the forward's footprint, so more CTAs fit per SM.
+template <class Config>
+struct DecodeStepLayout {
+  static constexpr std::size_t kGateOffset = Config::kStageOffset + Config::kStageBytes;
+  static constexpr std::size_t kSharedBytes = kGateOffset + Config::kGateBytes;
+  static_assert(kGateOffset % 128 == 0, "DecodeStepLayout: the gate tile must stay 128-byte aligned");
+};
 
 #if defined(__CUDACC__)
 
@@ -42,7 +52,7 @@ __global__ void __launch_bounds__(Config::kThreads)
   Element* weights = reinterpret_cast<Element*>(shared + Config::kWeightOffset);
   float* bias = reinterpret_cast<float*>(shared + Config::kBiasOffset);
   Element* stage = reinterpret_cast<Element*>(shared + Config::kStageOffset);
-  float* gates = reinterpret_cast<float*>(shared + Config::kGateOffset);
+  float* gates = reinterpret_cast<float*>(shared + DecodeStepLayout<Config>::kGateOffset);
 
   const int thread = static_cast<int>(threadIdx.x);
   const std::int64_t group = blockIdx.x / p.width_tiles;

@@ -144,7 +144,10 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
   return detail::visit_default_config(args, [&](auto config) -> Status {
     using Config = decltype(config);
     // One token per sequence: many sequences share a CTA and its weights (same bits as the forward kernel).
-    if (DecodeStep<Config>::applies(args)) return DecodeStep<Config>::run(args, workspace, workspace_bytes, stream);
+    // (kSequenceStart was refused above: no DecodeStep is instantiated for it.)
+    if constexpr (Config::ResetPolicy::kMode != ResetMode::kSequenceStart) {
+      if (DecodeStep<Config>::applies(args)) return DecodeStep<Config>::run(args, workspace, workspace_bytes, stream);
+    }
     return Forward<Config>::run(args, workspace, workspace_bytes, stream);
   });
 }

@@ -424,7 +424,10 @@ void check_decode_step_matches_forward() {
       REQUIRE(hawk::rglru::DecodeStep<Config>::applies(args));
       status = hawk::rglru::DecodeStep<Config>::run(args, workspace, d.workspace.size(), nullptr);
     }
-    if (how == 2) status = hawk::rglru::decode(args, workspace, d.workspace.size(), nullptr);
+    if (how == 2) {
+      REQUIRE(hawk::rglru::DecodeStep<Config>::applies(args));  // the condition under which decode() takes it
+      status = hawk::rglru::decode(args, workspace, d.workspace.size(), nullptr);
+    }
     HAWK_TEST_CUDA(cudaDeviceSynchronize());
     INFO("way " << how << ": " << status.to_string());
     REQUIRE(status.ok());
@@ -455,7 +458,51 @@ void check_decode_step_matches_forward() {
   CHECK(run(1, nudged).first != by_decode_step.first);
 }
 
+//! The other state arrangements, straight through DecodeStep<Config> against Forward<Config>: no h0 (a fresh
+//! state), and h0 and h_final as separate [N, W] rows without state_index; the policies decode() does not take
+//! too (ResetAtSequenceStart) and NoReset.
+template <class E, GateMode Mode, class Policy>
+void check_decode_step_state_variants() {
+  using Config = typename std::conditional<Mode == GateMode::kFused, hawk::rglru::DefaultFusedConfig<E, 128, Policy>,
+                                           hawk::rglru::DefaultGateLogitsConfig<E, Policy>>::type::type;
+  const std::int64_t H = 2, W = 256, N = 70;
+  const Problem p = rglru_test::make_problem<E>(W, H, std::vector<std::int64_t>(N, 1), false, Mode, Policy::kMode,
+                                                true);
+  for (const bool with_h0 : {false, true}) {
+    INFO("mode=" << rglru_test::mode_name(Mode) << " policy=" << Policy::kName << " h0=" << with_h0);
+    auto run = [&](bool decode_step) {
+      DeviceProblem<E> d(p);
+      ForwardArguments args = d.arguments(p);
+      if (!with_h0) args.h0 = nullptr;
+      args.checkpoints = nullptr;
+      HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(d.y), 0xA5, d.y.size() * sizeof(E)));
+      HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(d.h_final), 0xA5, d.h_final.size() * sizeof(float)));
+      void* workspace = hawk_test::raw(d.workspace);
+      REQUIRE(hawk::rglru::DecodeStep<Config>::applies(args));
+      const hawk::Status status =
+          decode_step ? hawk::rglru::DecodeStep<Config>::run(args, workspace, d.workspace.size(), nullptr)
+                      : hawk::rglru::Forward<Config>::run(args, workspace, d.workspace.size(), nullptr);
+      HAWK_TEST_CUDA(cudaDeviceSynchronize());
+      INFO(status.to_string());
+      REQUIRE(status.ok());
+      return std::make_pair(hawk_test::bytes_of(d.y), hawk_test::bytes_of(d.h_final));
+    };
+    const auto by_decode_step = run(true);
+    const auto by_forward = run(false);
+    CHECK(by_decode_step.first == by_forward.first);
+    CHECK(by_decode_step.second == by_forward.second);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("a decode step without h0, or with separate h0 and h_final rows, gives the forward kernel's bits",
+          "[rglru][forward][invariance][decode]") {
+  check_decode_step_state_variants<__nv_bfloat16, GateMode::kFused, hawk::rglru::NoReset>();
+  check_decode_step_state_variants<__nv_bfloat16, GateMode::kFused, hawk::rglru::ResetAtSequenceStart>();
+  check_decode_step_state_variants<float, GateMode::kGateLogits, hawk::rglru::NoReset>();
+  check_decode_step_state_variants<__half, GateMode::kGateLogits, hawk::rglru::ResetAtSequenceStart>();
+}
 
 TEST_CASE("a decode step of one token per sequence (64 sequences per CTA) gives the forward kernel's bits",
           "[rglru][forward][invariance][decode]") {
