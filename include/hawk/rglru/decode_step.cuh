@@ -18,7 +18,6 @@
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/decode_step_kernel.cuh"
 #include "hawk/rglru/forward.cuh"
-#include "hawk/rglru/validate.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -50,14 +49,7 @@ class DecodeStep {
   //! Check, validate the device index tensors (if asked), launch. Asynchronous except for the validation.
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    if (needs_device_validation(args.shape, args.state_index)) {
-      HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= kValidationWorkspaceBytes,
-                   StatusCode::kWorkspaceTooSmall,
-                   "device-input validation needs workspace_size(args) bytes of workspace (or set "
-                   "shape.validate_device_inputs = false)");
-      HAWK_REQUIRE(is_aligned(workspace, 16), StatusCode::kMisalignedPointer, "workspace must be 16-byte aligned");
-      HAWK_RETURN_IF_ERROR(validate_device_inputs(args.shape, args.state_index, workspace, stream));
-    }
+    HAWK_RETURN_IF_ERROR(Forward<Config>::validate_if_asked(args, workspace, workspace_bytes, stream));
     const ForwardParams<Element> params = Forward<Config>::make_params(args);
     const auto kernel = decode_step_kernel<Config>;
     constexpr std::size_t kShared = DecodeStepLayout<Config>::kSharedBytes;

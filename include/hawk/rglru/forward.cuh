@@ -132,14 +132,7 @@ class Forward {
   //! Check, validate the device index tensors (if asked), launch. Asynchronous except for the validation.
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    if (needs_device_validation(args.shape, args.state_index)) {
-      HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= kValidationWorkspaceBytes,
-                   StatusCode::kWorkspaceTooSmall,
-                   "device-input validation needs workspace_size(args) bytes of workspace (or set "
-                   "shape.validate_device_inputs = false)");
-      HAWK_REQUIRE(is_aligned(workspace, 16), StatusCode::kMisalignedPointer, "workspace must be 16-byte aligned");
-      HAWK_RETURN_IF_ERROR(validate_device_inputs(args.shape, args.state_index, workspace, stream));
-    }
+    HAWK_RETURN_IF_ERROR(validate_if_asked(args, workspace, workspace_bytes, stream));
     const ForwardParams<Element> params = make_params(args);
     const auto kernel = forward_kernel<Config>;
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -147,6 +140,18 @@ class Forward {
     const auto ctas = static_cast<unsigned int>(args.shape.num_sequences * params.width_tiles);
     kernel<<<ctas, Config::kKernelThreads, Config::kSharedBytes, stream>>>(params);
     return last_launch_status("hawk::rglru::forward_kernel");
+  }
+
+  //! The device-side check of cu_seqlens and state_index when the shape asks for it (validate.cuh), in the
+  //! caller's workspace. Shared with DecodeStep<Config>.
+  static Status validate_if_asked(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes,
+                                  cudaStream_t stream) {
+    if (!needs_device_validation(args.shape, args.state_index)) return Status::success();
+    HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= kValidationWorkspaceBytes, StatusCode::kWorkspaceTooSmall,
+                 "device-input validation needs workspace_size(args) bytes of workspace (or set "
+                 "shape.validate_device_inputs = false)");
+    HAWK_REQUIRE(is_aligned(workspace, 16), StatusCode::kMisalignedPointer, "workspace must be 16-byte aligned");
+    return validate_device_inputs(args.shape, args.state_index, workspace, stream);
   }
 
   //! The kernel's parameters for `args` (after can_implement succeeded).
