@@ -5,7 +5,10 @@ A whole suite under racecheck runs for far longer than the suite itself; split b
 share the GPU and the machine's cores, and a failure names its test case. HAWK_SANITIZE=1 is set, which lets
 the suites skip their longest sizes (see tests/gpu/*/..._support.cuh).
 
-    tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs 8 --logs OUTDIR [--program EXAMPLE ...] SUITE ...
+    tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs 8 --logs OUTDIR [--gpus 0,1] [--program EXAMPLE ...] SUITE ...
+
+--gpus spreads the processes over several GPUs (CUDA_VISIBLE_DEVICES, the least busy GPU first); racecheck runs,
+the longest, are started first.
 
 --skip-clean LOG skips the (tool, suite, test case) runs that an earlier run's log reports clean, so that a long
 sanitizer pass can be split over several sessions on the GPU machine.
@@ -20,6 +23,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -35,18 +39,44 @@ def catch_spec(name):
     return re.sub(r"([\\,\[\]*~\"])", r"\\\1", name)
 
 
-def run_one(tool, exe, name, logs, timeout):
+class GpuPicker:
+    """Hands each process the GPU with the fewest processes running on it (None: leave the environment alone)."""
+
+    def __init__(self, gpus):
+        self.running = {gpu: 0 for gpu in gpus}
+        self.lock = threading.Lock()
+
+    def take(self):
+        with self.lock:
+            if not self.running:
+                return None
+            gpu = min(self.running, key=self.running.get)
+            self.running[gpu] += 1
+            return gpu
+
+    def give(self, gpu):
+        if gpu is not None:
+            with self.lock:
+                self.running[gpu] -= 1
+
+
+def run_one(tool, exe, name, logs, timeout, gpus):
     """One (tool, executable, test case) run; name None runs a whole program that is not a Catch2 suite."""
     started = time.time()
     command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", exe]
     if name is not None:
         command.append(catch_spec(name))
     env = dict(os.environ, HAWK_SANITIZE="1")
+    gpu = gpus.take()
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
         output, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as expired:
         output, code = (expired.stdout or b"").decode(errors="replace") + "\nTIMEOUT\n", -1
+    finally:
+        gpus.give(gpu)
     ran = name is None or re.search(r"All tests passed \((\d+) assertion", output) or \
         re.search(r"test cases: +(\d+)", output)
     summary = "RACECHECK SUMMARY: 0 hazards" if tool == "racecheck" else "ERROR SUMMARY: 0 errors"
@@ -65,6 +95,7 @@ def main():
     parser.add_argument("--tool", action="append", required=True, choices=["memcheck", "racecheck", "synccheck",
                                                                            "initcheck"])
     parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument("--gpus", default="", help="comma-separated GPU indices to spread the processes over")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per test case and tool")
     parser.add_argument("--logs", required=True, help="folder for the logs of failing test cases")
     parser.add_argument("--skip-clean", action="append", default=[], metavar="LOG",
@@ -85,12 +116,14 @@ def main():
         [(exe, None) for exe in args.program]
     work = [(tool, exe, name) for exe, name in cases for tool in args.tool
             if (tool, pathlib.Path(exe).name, name if name is not None else "(whole program)") not in done_before]
+    work.sort(key=lambda item: item[0] != "racecheck")  # stable: racecheck (the slow tool) first, else in order
+    gpus = GpuPicker([gpu for gpu in args.gpus.split(",") if gpu])
     if done_before:
         print(f"{len(done_before)} runs reported clean before are skipped", flush=True)
     print(f"{len(work)} (tool, test case) runs, {args.jobs} at a time", flush=True)
     failures = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, tool, exe, name, args.logs, args.timeout) for tool, exe, name in work]
+        futures = [pool.submit(run_one, tool, exe, name, args.logs, args.timeout, gpus) for tool, exe, name in work]
         for future in concurrent.futures.as_completed(futures):
             tool, exe, name, clean, code, seconds, tail = future.result()
             print(f"{'clean ' if clean else 'FAILED'} {tool:9} {exe} {seconds:6.1f} s  {name}", flush=True)
