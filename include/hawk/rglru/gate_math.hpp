@@ -81,6 +81,27 @@ HAWK_HOST_DEVICE float gate_sqrt(float z) {
 #endif
 }
 
+// Products and sums that feed one another are rounded one by one, never fused. nvcc contracts a * b + c into
+// one fma where it sees fit, and what it sees differs between instantiations: in the NoReset kernel `reset` is
+// the constant false, in the ResetAtSequenceStart kernel a run-time value, so `1 - a·a` or `da_bar·a - k·dm`
+// could be fused in one and not the other. A sequence whose first piece runs with ResetAtSequenceStart and whose
+// later pieces run with NoReset (state passing, context parallelism) would then not reproduce one call's bits.
+// The __f*_rn intrinsics are never contracted, so every kernel rounds these exactly alike.
+HAWK_HOST_DEVICE float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+HAWK_HOST_DEVICE float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
 }  // namespace detail
 
 //! What the recurrence needs from one token: h_t = a_bar · h_{t-1} + u.
@@ -95,8 +116,8 @@ HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a
   const float r = detail::gate_sigmoid(ga);
   const float log_a = log_a_coeff * r;
   const float a = detail::gate_exp(log_a);
-  const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
-  const float m = reset ? 1.0f : detail::gate_sqrt(1.0f - a2);
+  const float a2 = detail::mul_rn(a, a);  // = exp(2 · log_a), one transcendental fewer
+  const float m = reset ? 1.0f : detail::gate_sqrt(detail::sub_rn(1.0f, a2));
   TokenGates gates;
   gates.u = (x * i) * m;
   gates.a_bar = reset ? 0.0f : a;
@@ -120,18 +141,21 @@ HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, float gx, float ga, fl
   const float r = detail::gate_sigmoid(ga);
   const float log_a = log_a_coeff * r;
   const float a = detail::gate_exp(log_a);
-  const float a2 = a * a;  // = exp(2 · log_a), one transcendental fewer
-  const float m = reset ? 1.0f : detail::gate_sqrt(1.0f - a2);
+  const float a2 = detail::mul_rn(a, a);  // = exp(2 · log_a), one transcendental fewer
+  const float one_minus_a2 = detail::sub_rn(1.0f, a2);
+  const float m = reset ? 1.0f : detail::gate_sqrt(one_minus_a2);
 
   const float di = dh * x * m;
   const float dm = reset ? 0.0f : dh * x * i;
   const float da_bar = dh * h_prev;
-  const float dlog_a = (reset ? 0.0f : da_bar * a) - 2.0f * a2 * math::sqrt_grad_capped(1.0f - a2) * dm;
+  const float through_a = reset ? 0.0f : detail::mul_rn(da_bar, a);
+  const float through_m = detail::mul_rn(2.0f * a2 * math::sqrt_grad_capped(one_minus_a2), dm);
+  const float dlog_a = detail::sub_rn(through_a, through_m);  // each product rounded before the difference
 
   TokenGateGrads grads;
   grads.dx = dh * i * m;
-  grads.dgx = di * i * (1.0f - i);
-  grads.dga = dlog_a * log_a_coeff * r * (1.0f - r);
+  grads.dgx = di * i * detail::sub_rn(1.0f, i);
+  grads.dga = dlog_a * log_a_coeff * r * detail::sub_rn(1.0f, r);
   grads.da_param_sum = dlog_a * (-kGateScale * r);
   return grads;
 }
