@@ -141,19 +141,8 @@ int main() {
   fwd.checkpoints = raw(checkpoints);  // what the backward recomputes h from
   fwd.checkpoint_chunk = chunk;
 
-  hawk::rglru::BackwardArguments bwd;
-  bwd.shape = fwd.shape;
-  bwd.dtype = fwd.dtype;
-  bwd.mode = fwd.mode;
-  bwd.reset_mode = fwd.reset_mode;
-  bwd.x = fwd.x;
-  bwd.Wx = fwd.Wx;
-  bwd.Wa = fwd.Wa;
-  bwd.bx = fwd.bx;
-  bwd.ba = fwd.ba;
-  bwd.a_param = fwd.a_param;
-  bwd.checkpoints = fwd.checkpoints;
-  bwd.checkpoint_chunk = chunk;
+  // The forward's inputs and checkpoints; then the gradients in and out.
+  hawk::rglru::BackwardArguments bwd = hawk::rglru::backward_arguments_for(fwd);
   bwd.dy = raw(dy);
   bwd.dx = raw(dx);
   bwd.dWx = raw(dWx);

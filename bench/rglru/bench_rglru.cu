@@ -205,22 +205,7 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     return a;
   };
   auto backward_args = [&](int set) {
-    const ForwardArguments f = forward_args(set);
-    hawk::rglru::BackwardArguments a;
-    a.shape = f.shape;
-    a.dtype = f.dtype;
-    a.mode = f.mode;
-    a.reset_mode = f.reset_mode;
-    a.x = f.x;
-    a.Wx = f.Wx;
-    a.bx = f.bx;
-    a.Wa = f.Wa;
-    a.ba = f.ba;
-    a.gx = f.gx;
-    a.ga = f.ga;
-    a.a_param = f.a_param;
-    a.checkpoints = f.checkpoints;
-    a.checkpoint_chunk = chunk;
+    hawk::rglru::BackwardArguments a = hawk::rglru::backward_arguments_for(forward_args(set));
     a.dy = raw(g.dy[static_cast<std::size_t>(set)]);
     a.dx = raw(g.dx[static_cast<std::size_t>(set)]);
     if (fused) {

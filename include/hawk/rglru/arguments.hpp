@@ -85,6 +85,11 @@ struct ForwardArguments {
   const float* h0 = nullptr;                //!< [S, W] or null (zero initial state)
   float* h_final = nullptr;                 //!< [S, W] or null; may equal h0 (in-place state update)
   const std::int32_t* state_index = nullptr;  //!< [N] rows of h0 / h_final, or null (row n)
+  //! [S, W] or null: the product of a_bar_t over each sequence's tokens (0 once a reset occurs), in token
+  //! order, with the forward's own a_bar bits. With h_final from h0 = 0 it is the sequence's transfer pair:
+  //! the sequence maps any initial state h to decay · h + h_final (context parallelism,
+  //! context_parallel.cuh). Rows as h_final.
+  float* decay = nullptr;
 
   void* y = nullptr;               //!< [T, W] E
   float* checkpoints = nullptr;    //!< [checkpoint_rows(T, N, C), W] or null (no backward planned)
@@ -129,6 +134,30 @@ struct BackwardArguments {
   float* da_param = nullptr;    //!< [W]
   float* dh0 = nullptr;         //!< [S, W] or null (not wanted)
 };
+
+//! The backward's arguments for the forward call `f`: its shape, modes, inputs, h0, state rows and checkpoints.
+//! The gradients (dy, dh_final in; dx, dgx, dga, parameter gradients, dh0 out) are left for the caller to set.
+inline BackwardArguments backward_arguments_for(const ForwardArguments& f) {
+  BackwardArguments a;
+  a.shape = f.shape;
+  a.dtype = f.dtype;
+  a.mode = f.mode;
+  a.reset_mode = f.reset_mode;
+  a.x = f.x;
+  a.Wx = f.Wx;
+  a.bx = f.bx;
+  a.Wa = f.Wa;
+  a.ba = f.ba;
+  a.gx = f.gx;
+  a.ga = f.ga;
+  a.a_param = f.a_param;
+  a.reset = f.reset;
+  a.h0 = f.h0;
+  a.state_index = f.state_index;
+  a.checkpoints = f.checkpoints;
+  a.checkpoint_chunk = f.checkpoint_chunk;
+  return a;
+}
 
 }  // namespace rglru
 }  // namespace hawk

@@ -4,7 +4,7 @@
 //! same interface as `Forward<Config>` (can_implement, workspace_size, run) and the same bits.
 //!
 //! It applies to dense batches of exactly one token per sequence (`shape.cu_seqlens == nullptr`, `num_tokens ==
-//! num_sequences`) without checkpoints; `hawk::rglru::decode()` takes it for those and the forward kernel for
+//! num_sequences`) without checkpoints or decay; `hawk::rglru::decode()` takes it for those and the forward kernel for
 //! anything else.
 
 #include <cuda_runtime_api.h>
@@ -32,7 +32,7 @@ class DecodeStep {
   static bool applies(const ForwardArguments& args) {
     const ProblemShape& s = args.shape;
     return s.cu_seqlens == nullptr && s.num_sequences > 0 && s.num_tokens == s.num_sequences &&
-           s.seq_len == 1 && args.checkpoints == nullptr;
+           s.seq_len == 1 && args.checkpoints == nullptr && args.decay == nullptr;
   }
 
   //! Everything `Forward<Config>::can_implement` checks, and that args are a single-token step.
@@ -40,7 +40,7 @@ class DecodeStep {
     HAWK_RETURN_IF_ERROR(Forward<Config>::can_implement(args));
     HAWK_REQUIRE(applies(args), StatusCode::kInvalidArgument,
                  "DecodeStep takes a dense batch of one token per sequence (cu_seqlens null, num_tokens == "
-                 "num_sequences, seq_len 1) without checkpoints; use Forward<Config> for anything else");
+                 "num_sequences, seq_len 1) without checkpoints or decay; use Forward<Config> for anything else");
     return Status::success();
   }
 

@@ -74,7 +74,7 @@ inline Status check_forward_shape(const ForwardArguments& args) {
   HAWK_REQUIRE(is_aligned(args.Wx, 16) && is_aligned(args.Wa, 16), StatusCode::kMisalignedPointer,
                "Wx and Wa must be 16-byte aligned");
   HAWK_REQUIRE(is_aligned(args.a_param, 4) && is_aligned(args.bx, 4) && is_aligned(args.ba, 4) &&
-                   is_aligned(args.h0, 4) && is_aligned(args.h_final, 4) && is_aligned(args.checkpoints, 4) &&
+                   is_aligned(args.h0, 4) && is_aligned(args.h_final, 4) && is_aligned(args.decay, 4) && is_aligned(args.checkpoints, 4) &&
                    is_aligned(args.state_index, 4) && is_aligned(s.cu_seqlens, 4),
                StatusCode::kMisalignedPointer, "fp32 and int32 tensors must be 4-byte aligned");
   return Status::success();
@@ -168,6 +168,7 @@ class Forward {
     p.reset = args.reset;
     p.h0 = args.h0;
     p.h_final = args.h_final;
+    p.decay = args.decay;
     p.state_index = args.state_index;
     p.y = static_cast<Element*>(args.y);
     p.checkpoints = args.checkpoints;

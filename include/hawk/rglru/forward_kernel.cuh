@@ -38,6 +38,7 @@ struct ForwardParams {
   // non-coherent cache. Each element is read and later written by the same thread.
   const float* h0 = nullptr;
   float* h_final = nullptr;
+  float* decay = nullptr;  //!< [S, W] or null: Π a_bar over the sequence (arguments.hpp)
   const std::int32_t* state_index = nullptr;
   Element* y = nullptr;
   float* checkpoints = nullptr;
@@ -152,6 +153,8 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
 
   float h = 0.0f;  // the carry, entering the next token
   if (active && p.h0 != nullptr) h = p.h0[state_row * W + col0 + lane];
+  const bool want_decay = p.decay != nullptr;  // uniform over the CTA
+  float decay = 1.0f;                          // Π a_bar so far, rounded token by token
 
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
     const int tile = chunk & 1;
@@ -178,12 +181,14 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
           for (int i = 0; i < kScanBatch; ++i) {
             h = recurrence_step(a_reg[i], h, u_reg[i]);
             y[(t0 + i) * W] = from_float<Element>(h);
+            if (want_decay) decay = __fmul_rn(decay, a_reg[i]);
           }
         }
       } else {
         for (int t = 0; t < valid; ++t) {
           h = recurrence_step(a_bar[t * kGS], h, u[t * kGS]);
           y[t * W] = from_float<Element>(h);
+          if (want_decay) decay = __fmul_rn(decay, a_bar[t * kGS]);
         }
       }
     }
@@ -192,6 +197,7 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
     if (chunk + Config::kGateTiles < num_chunks) HandOff<Config>::signal(hand_off.empty(tile));
   }
   if (active && p.h_final != nullptr) p.h_final[state_row * W + col0 + lane] = h;
+  if (active && want_decay) p.decay[state_row * W + col0 + lane] = decay;
 }
 
 }  // namespace detail
@@ -238,6 +244,7 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
       const float h = p.h0 != nullptr ? p.h0[state_row * p.width + col0 + lane] : 0.0f;
       p.h_final[state_row * p.width + col0 + lane] = h;
     }
+    if (lane >= 0 && lane < kWT && p.decay != nullptr) p.decay[state_row * p.width + col0 + lane] = 1.0f;  // Π of nothing
     return;
   }
   const int num_chunks = static_cast<int>((length + kC - 1) / kC);
