@@ -13,3 +13,4 @@
 #include "hawk/rglru/reset_policy.hpp"
 #include "hawk/gate_residual/gate_residual.cuh"
 #include "hawk/rglru/rglru.cuh"
+#include "hawk/rglru/context_parallel.cuh"

@@ -1,0 +1,44 @@
+#pragma once
+//! \file
+//! The ordered combine of context-parallel transfer pairs (context_parallel.cuh): one thread per state element
+//! walks the pieces in a fixed order, carry = fma(A_p, carry, h_end_p). Forward: pieces 0 .. P-1 (the state);
+//! reverse: P-1 .. 0 (the backward's dh). The order never depends on the GPU, the rank or the problem size, so
+//! every rank that combines the same gathered bytes gets the same bits.
+//!
+//! It touches P·N·W floats once: scalar accesses, no tuning; far below the cost of a piece's forward.
+
+#include <cstdint>
+
+namespace hawk {
+namespace rglru {
+namespace context_parallel {
+
+//! Threads per CTA of the combine.
+constexpr int kCombineThreads = 128;
+
+#if defined(__CUDACC__)
+
+//! One thread per state element i < count: walk the pieces in order, carry = fma(A_p, carry, h_end_p).
+//! Piece p's pair is decay[p·stride + i], h_end[p·stride + i]. carry_in[p·count + i] (optional) receives the
+//! carry entering piece p; carry_out[i] (optional) the carry leaving the last piece walked. carry_out may equal
+//! carry0 (each element is read before it is written, by the same thread).
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_carries_kernel(const float* __restrict__ decay, const float* __restrict__ h_end, std::int64_t stride,
+                           int num_pieces, std::int64_t count, const float* carry0, float* __restrict__ carry_in,
+                           float* carry_out, bool reverse) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x;
+  if (i >= count) return;
+  float carry = carry0 != nullptr ? carry0[i] : 0.0f;
+  for (int q = 0; q < num_pieces; ++q) {
+    const std::int64_t piece = reverse ? num_pieces - 1 - q : q;
+    if (carry_in != nullptr) carry_in[piece * count + i] = carry;
+    carry = fmaf(decay[piece * stride + i], carry, h_end[piece * stride + i]);
+  }
+  if (carry_out != nullptr) carry_out[i] = carry;
+}
+
+#endif  // __CUDACC__
+
+}  // namespace context_parallel
+}  // namespace rglru
+}  // namespace hawk
