@@ -52,8 +52,11 @@ if [ $sanitize = 1 ]; then
   # tests/run_sanitizer.py.
   t0=$(date +%s)
   exes=$(ls build-gpu/tests/hawk_gpu_* build-gpu/tests/gpu/*/hawk_gpu_* 2>/dev/null)
+  # context_parallel runs as 2 ranks emulated on one GPU (its NCCL mode needs one GPU per rank).
   programs=(); for example in build-gpu/examples/*; do
-    [ -x "$example" ] && [ -f "$example" ] && programs+=(--program "$example")
+    [ -x "$example" ] && [ -f "$example" ] || continue
+    if [ "$(basename "$example")" = context_parallel ]; then programs+=(--program "$example --emulate 2")
+    else programs+=(--program "$example"); fi
   done
   # HAWK_SANITIZE_SKIP_CLEAN="log ...": skip what earlier logs of the same kernels report clean.
   skip=(); for log in ${HAWK_SANITIZE_SKIP_CLEAN:-}; do skip+=(--skip-clean "$log"); done
@@ -71,6 +74,13 @@ if [ $run_bench = 1 ]; then
     timeout 240 "$exe" "$out/$name.json" > "$out/$name.log" 2>&1 || { echo "$name FAILED"; status=1; }
     tail -n 20 "$out/$name.log"
   done
+fi
+# Context parallelism's strong scaling (1, 2, 4, 8 GPUs, as many as the machine has; NCCL, multicast off).
+if [ $run_bench = 1 ] && echo context_parallel | grep -Eq "$bench_filter" && [ -x build-gpu/examples/context_parallel ]; then
+  NCCL_NVLS_ENABLE=0 timeout 300 build-gpu/examples/context_parallel --bench "$out/context_parallel.json" \
+    > "$out/context_parallel.log" 2>&1; code=$?
+  [ $code = 0 ] || [ $code = 77 ] || { echo "context_parallel --bench FAILED"; status=1; }
+  cat "$out/context_parallel.log"
 fi
 if [ $sweep = 1 ]; then
   for exe in build-gpu/bench/*/sweep_*; do

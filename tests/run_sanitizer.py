@@ -7,8 +7,9 @@ the suites skip their longest sizes (see tests/gpu/*/..._support.cuh).
 
     tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs 8 --logs OUTDIR [--gpus 0,1] [--program EXAMPLE ...] SUITE ...
 
---gpus spreads the processes over several GPUs (CUDA_VISIBLE_DEVICES, the least busy GPU first); racecheck runs,
-the longest, are started first.
+--gpus spreads the processes over several GPUs (CUDA_VISIBLE_DEVICES, the least busy GPU first); with
+--gpus-file F the GPUs are read from F (comma-separated) before each process starts, so a script can hand over a
+GPU once its other work there is done. Racecheck runs, the longest, are started first.
 
 --skip-clean LOG skips the (tool, suite, test case) runs that an earlier run's log reports clean, so that a long
 sanitizer pass can be split over several sessions on the GPU machine.
@@ -21,6 +22,7 @@ import concurrent.futures
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -42,15 +44,28 @@ def catch_spec(name):
 class GpuPicker:
     """Hands each process the GPU with the fewest processes running on it (None: leave the environment alone)."""
 
-    def __init__(self, gpus):
+    def __init__(self, gpus, gpus_file=None):
         self.running = {gpu: 0 for gpu in gpus}
+        self.gpus_file = gpus_file
         self.lock = threading.Lock()
+
+    def allowed(self):
+        if self.gpus_file is None:
+            return list(self.running)
+        try:
+            listed = [gpu.strip() for gpu in pathlib.Path(self.gpus_file).read_text().split(",") if gpu.strip()]
+        except OSError:
+            listed = []
+        for gpu in listed:
+            self.running.setdefault(gpu, 0)
+        return listed or list(self.running)
 
     def take(self):
         with self.lock:
-            if not self.running:
+            allowed = self.allowed()
+            if not allowed:
                 return None
-            gpu = min(self.running, key=self.running.get)
+            gpu = min(allowed, key=self.running.get)
             self.running[gpu] += 1
             return gpu
 
@@ -63,9 +78,11 @@ class GpuPicker:
 def run_one(tool, exe, name, logs, timeout, gpus):
     """One (tool, executable, test case) run; name None runs a whole program that is not a Catch2 suite."""
     started = time.time()
-    command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", exe]
+    command = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9"]
     if name is not None:
-        command.append(catch_spec(name))
+        command += [exe, catch_spec(name)]
+    else:
+        command += shlex.split(exe)  # a program may come with its arguments
     env = dict(os.environ, HAWK_SANITIZE="1")
     gpu = gpus.take()
     if gpu is not None:
@@ -96,12 +113,13 @@ def main():
                                                                            "initcheck"])
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--gpus", default="", help="comma-separated GPU indices to spread the processes over")
+    parser.add_argument("--gpus-file", default=None, help="a file listing the GPUs to use, read before each process")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per test case and tool")
     parser.add_argument("--logs", required=True, help="folder for the logs of failing test cases")
     parser.add_argument("--skip-clean", action="append", default=[], metavar="LOG",
                         help="skip what this earlier log of the script reports clean")
     parser.add_argument("--program", action="append", default=[], metavar="EXE",
-                        help="also run EXE, a program that is not a Catch2 suite (an example), whole")
+                        help="also run EXE (with its arguments, quoted as one), a program that is not a Catch2 suite, whole")
     parser.add_argument("executables", nargs="*", help="Catch2 suites, run one test case per process")
     args = parser.parse_args()
     pathlib.Path(args.logs).mkdir(parents=True, exist_ok=True)
@@ -117,7 +135,7 @@ def main():
     work = [(tool, exe, name) for exe, name in cases for tool in args.tool
             if (tool, pathlib.Path(exe).name, name if name is not None else "(whole program)") not in done_before]
     work.sort(key=lambda item: item[0] != "racecheck")  # stable: racecheck (the slow tool) first, else in order
-    gpus = GpuPicker([gpu for gpu in args.gpus.split(",") if gpu])
+    gpus = GpuPicker([gpu for gpu in args.gpus.split(",") if gpu], args.gpus_file)
     if done_before:
         print(f"{len(done_before)} runs reported clean before are skipped", flush=True)
     print(f"{len(work)} (tool, test case) runs, {args.jobs} at a time", flush=True)
