@@ -462,7 +462,10 @@ TEST_CASE("context parallel primitives reject bad input with a status and write 
   CHECK(cp::combine_carries(nullptr, nullptr, 1, 2, 10, nullptr, nullptr, hawk_test::raw(decay),
                             cp::CarryDirection::kForward, nullptr)
             .code() == StatusCode::kNullPointer);
-  CHECK(cp::combine_carries(hawk_test::raw(decay), hawk_test::raw(h_end), 1, 2, 10, nullptr, nullptr, nullptr,
+  CHECK(cp::combine_carries(hawk_test::raw(decay), hawk_test::raw(h_end), 10, 2, 10, nullptr, nullptr, nullptr,
                             cp::CarryDirection::kForward, nullptr)
-            .code() == StatusCode::kNullPointer);
+            .code() == StatusCode::kNullPointer);  // neither carry_in nor carry_out
+  CHECK(cp::combine_carries(hawk_test::raw(decay), hawk_test::raw(h_end), 5, 2, 10, nullptr, nullptr,
+                            hawk_test::raw(decay), cp::CarryDirection::kForward, nullptr)
+            .code() == StatusCode::kInvalidArgument);  // pairs closer together than count
 }
