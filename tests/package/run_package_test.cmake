@@ -28,5 +28,5 @@ run_step(${CMAKE_COMMAND} -S ${HAWK_CONSUMER_SOURCE} -B ${HAWK_WORK_DIR}/add_sub
 run_step(${CMAKE_COMMAND} --build ${HAWK_WORK_DIR}/add_subdirectory)
 
 run_step(${HAWK_CUDA_COMPILER} -std=c++17 -arch=sm_90 -I${prefix}/include ${HAWK_CONSUMER_SOURCE}/consumer.cu
-         -o ${HAWK_WORK_DIR}/plain_include_consumer)
+         ${HAWK_CONSUMER_SOURCE}/second_unit.cu -o ${HAWK_WORK_DIR}/plain_include_consumer)
 message(STATUS "consumers built: find_package, add_subdirectory, plain -I")

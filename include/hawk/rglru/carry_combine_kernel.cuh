@@ -22,11 +22,13 @@ constexpr int kCombineThreads = 128;
 //! Piece p's pair is decay[p·stride + i], h_end[p·stride + i]. carry_in[p·count + i] (optional) receives the
 //! carry entering piece p; carry_out[i] (optional) the carry leaving the last piece walked. carry_out may equal
 //! carry0 (each element is read before it is written, by the same thread).
-__global__ void __launch_bounds__(kCombineThreads)
+//! A template only so that the header can be included by several translation units (one definition each).
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
     combine_carries_kernel(const float* __restrict__ decay, const float* __restrict__ h_end, std::int64_t stride,
                            int num_pieces, std::int64_t count, const float* carry0, float* __restrict__ carry_in,
                            float* carry_out, bool reverse) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x;
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * Threads + threadIdx.x;
   if (i >= count) return;
   float carry = carry0 != nullptr ? carry0[i] : 0.0f;
   for (int q = 0; q < num_pieces; ++q) {

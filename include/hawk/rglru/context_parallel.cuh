@@ -131,7 +131,7 @@ Status combine_carries(const float* decay, const float* h_end, std::int64_t pair
                "combine_carries needs carry_in or carry_out");
   const std::int64_t blocks = (count + kCombineThreads - 1) / kCombineThreads;
   HAWK_REQUIRE(blocks <= 0x7fffffff, StatusCode::kInvalidArgument, "count is too large for one grid");
-  combine_carries_kernel<<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(
+  combine_carries_kernel<kCombineThreads><<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(
       decay, h_end, pair_stride, num_pieces, count, carry0, carry_in, carry_out,
       direction == CarryDirection::kReverse);
   return cuda_status(cudaGetLastError(), "combine_carries_kernel launch");
