@@ -4,7 +4,9 @@
 //   exact — state passing, pipelined over micro-batches (rank p works on micro-batch m+1 while rank p+1 works on
 //           m): y, final state, dx and dh0 bitwise equal to one call.
 //   fast  — transfer pairs, one all-gather, an ordered local combine and a correction, all ranks in parallel:
-//           equal within fp32 rounding (the measured relative errors are printed).
+//           equal within fp32 rounding (the measured relative errors are printed). The corrections stop early
+//           (context_parallel_early_exit.cuh) once the carried state no longer changes a bit, and then the
+//           result is the exact mode's.
 //
 // Usage:
 //   context_parallel                one rank per GPU through NCCL (needs >= 2 GPUs and NCCL; else exit 77)
@@ -41,6 +43,7 @@
 
 #include "hawk/rglru/backward_dispatch.cuh"
 #include "hawk/rglru/context_parallel.cuh"
+#include "hawk/rglru/context_parallel_early_exit.cuh"
 #include "hawk/rglru/dispatch.cuh"
 
 namespace {
@@ -52,7 +55,7 @@ using Element = __nv_bfloat16;
 
 //! The problem: B sequences of L tokens, W channels in H blocks, run as M micro-batches of B / M sequences.
 struct Dims {
-  std::int64_t batch = 4, micro_batches = 2, length = 6000, width = 512, blocks = 2;
+  std::int64_t batch = 4, micro_batches = 4, length = 6000, width = 512, blocks = 2;
   std::int64_t micro() const { return batch / micro_batches; }
   std::int64_t block_width() const { return width / blocks; }
 };
@@ -248,8 +251,12 @@ struct RankResult {
   std::vector<Element> y, dx;
   std::vector<float> h_final, dh0;
   std::vector<double> step_ms;
+  int corrections = 0, stopped_early = 0;  // fast mode: how many corrections stopped early
   bool ok = false;
 };
+
+//! Tokens the fast mode's corrections rerun before they compare states (a multiple of the time chunk).
+constexpr std::int64_t kCorrectionTokens = 512;
 
 #define RANK_CHECK(condition)                                                                     \
   do {                                                                                            \
@@ -292,6 +299,7 @@ RankResult run_rank(Mode mode, int rank, int ranks, int device, const HostProble
   thrust::device_vector<float> checkpoints(M * checkpoint_rows * W);
   thrust::device_vector<float> pairs(M * 2 * count), gathered(M * ranks * 2 * count);
   thrust::device_vector<float> back_pairs(M * 2 * count), back_gathered(M * ranks * 2 * count);
+  thrust::device_vector<float> boundary_dh(M * count);  // fast backward: the dh its suffix handed to its prefix
 
   auto forward_args = [&](std::int64_t m) {
     hawk::rglru::ForwardArguments a;
@@ -330,10 +338,12 @@ RankResult run_rank(Mode mode, int rank, int ranks, int device, const HostProble
     a.dh0 = raw(dh0) + m * count;
     return a;
   };
-  const std::size_t workspace_bytes = std::max({hawk::rglru::forward_workspace_size(forward_args(0)),
-                                                cp::transfer_workspace_size(forward_args(0)),
-                                                hawk::rglru::backward_workspace_size(backward_args(0))});
-  thrust::device_vector<unsigned char> workspace_buffer(workspace_bytes + 16);
+  const std::size_t workspace_bytes =
+      std::max({hawk::rglru::forward_workspace_size(forward_args(0)), cp::transfer_workspace_size(forward_args(0)),
+                cp::forward_correct_workspace_size(forward_args(0)),
+                hawk::rglru::backward_workspace_size(backward_args(0)),
+                cp::backward_split_workspace_size(backward_args(0), kCorrectionTokens)});
+  thrust::device_vector<unsigned char> workspace_buffer(workspace_bytes + 16);  // 256-byte aligned (cudaMalloc)
   void* workspace = raw(workspace_buffer);
   // Every exit (also an error) drains this rank's stream and meets the other ranks before the buffers above are
   // freed: a peer's stream may still be copying from them. Declared after them, so it runs first.
@@ -376,7 +386,11 @@ RankResult run_rank(Mode mode, int rank, int ranks, int device, const HostProble
         // Carry-in: the pieces before this rank, in rank order, from h0 = 0 (the sequence starts with a reset).
         RANK_STATUS(cp::combine_carries(all, all + count, 2 * count, rank, count, nullptr, nullptr,
                                         raw(h0) + m * count, cp::CarryDirection::kForward, stream));
-        RANK_STATUS(cp::forward_with_carry(forward_args(m), raw(h0) + m * count, workspace, workspace_bytes, stream));
+        cp::Correction outcome;
+        RANK_STATUS(cp::forward_correct(forward_args(m), raw(h0) + m * count, mine + count, kCorrectionTokens,
+                                        workspace, workspace_bytes, stream, &outcome));
+        result.corrections += 1;
+        result.stopped_early += outcome == cp::Correction::kStoppedEarly;
       }
       for (std::int64_t m = 0; m < M; ++m) {
         float* mine = raw(back_pairs) + m * 2 * count;  // [decay, dh0 from dh_final = 0]
@@ -385,14 +399,19 @@ RankResult run_rank(Mode mode, int rank, int ranks, int device, const HostProble
                                    stream) == cudaSuccess);
         auto args = backward_args(m);
         args.h0 = raw(h0) + m * count;  // the combined carry-in (zeros on rank 0)
-        RANK_STATUS(cp::backward_transfer(args, mine + count, workspace, workspace_bytes, stream));
+        RANK_STATUS(cp::backward_transfer_split(args, kCorrectionTokens, mine + count, raw(boundary_dh) + m * count,
+                                                workspace, workspace_bytes, stream));
         RANK_CHECK(transport.all_gather(mine, all, 2 * count, tag + int(300 + m), stream));
         // dh_final: the pieces after this rank, P-1 down to rank+1, from the sequence's dh_final = 0.
         RANK_STATUS(cp::combine_carries(all + (rank + 1) * 2 * count, all + (rank + 1) * 2 * count + count,
                                         2 * count, ranks - 1 - rank, count, nullptr, nullptr,
                                         raw(dh_final) + m * count, cp::CarryDirection::kReverse, stream));
-        args.dh_final = raw(dh_final) + m * count;
-        RANK_STATUS(hawk::rglru::backward(args, workspace, workspace_bytes, stream));
+        cp::Correction outcome;
+        RANK_STATUS(cp::backward_correct(args, raw(dh_final) + m * count, kCorrectionTokens,
+                                         raw(boundary_dh) + m * count, mine + count, workspace, workspace_bytes, stream,
+                                         &outcome));
+        result.corrections += 1;
+        result.stopped_early += outcome == cp::Correction::kStoppedEarly;
       }
     }
     RANK_CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
@@ -512,6 +531,17 @@ bool check(Mode mode, const Dims& d, const std::vector<RankResult>& results, con
   return ey <= 5e-3 && eh <= 1e-5 && edx <= 5e-3 && edh0 <= 1e-5;  // bf16 storage for y, dx; fp32 for states
 }
 
+//! "; corrections stopped early: k of n" (fast mode; the corrections of every rank and step).
+std::string early_exits(const std::vector<RankResult>& results) {
+  int stopped = 0, total = 0;
+  for (const auto& r : results) {
+    stopped += r.stopped_early;
+    total += r.corrections;
+  }
+  return total == 0 ? std::string() : "; corrections stopped early: " + std::to_string(stopped) + " of " +
+                                          std::to_string(total);
+}
+
 [[maybe_unused]] double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
@@ -565,6 +595,7 @@ int run_bench(int devices, const char* json_path) {
       if (!run_ranks(mode, P, false, problem, kWarmup + kTimed, results)) return 1;
       std::string summary;
       const bool match = check(mode, d, results, whole, summary);
+      summary += early_exits(results);
       ok = ok && match;
       const double ms = step_median_ms(results, kWarmup);
       std::printf("  %d GPUs, %-5s  %9.3f ms  speed-up %.2fx  efficiency %3.0f%%  %s\n", P, mode_name(mode), ms,
@@ -653,6 +684,7 @@ int main(int argc, char** argv) {
     if (!run_ranks(mode, ranks, emulate, problem, 1, results)) return 1;
     std::string summary;
     const bool match = check(mode, d, results, whole, summary);
+    summary += early_exits(results);
     std::printf("%s: %s\n", mode_name(mode), summary.c_str());
     ok = ok && match;
   }

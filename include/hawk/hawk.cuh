@@ -14,3 +14,4 @@
 #include "hawk/gate_residual/gate_residual.cuh"
 #include "hawk/rglru/rglru.cuh"
 #include "hawk/rglru/context_parallel.cuh"
+#include "hawk/rglru/context_parallel_early_exit.cuh"

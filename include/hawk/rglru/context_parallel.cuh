@@ -72,14 +72,13 @@ inline Status check_piece_shape(const ProblemShape& shape, const std::int32_t* s
   return Status::success();
 }
 
-//! The piece's forward from a zero carry into (decay, h_end), without checkpoints.
+//! The piece's forward from a zero carry into (decay, h_end); checkpoints as the piece asks (the early-exit
+//! correction compares against them).
 inline ForwardArguments zero_carry_arguments(const ForwardArguments& piece, float* decay, float* h_end) {
   ForwardArguments a = piece;
   a.h0 = nullptr;
   a.h_final = h_end;
   a.decay = decay;
-  a.checkpoints = nullptr;
-  a.checkpoint_chunk = 0;
   return a;
 }
 
@@ -101,8 +100,9 @@ Status transfer_can_implement(const ForwardArguments& piece, float* decay, float
 }
 
 //! The piece's transfer pair: decay = A = Π_t a_bar_t and h_end = its final state from h0 = 0, each [N, W]
-//! fp32, from one forward of the piece. `piece.h0`, `piece.h_final`, `piece.decay` and `piece.checkpoints` are
-//! ignored; `piece.y` receives the output from a zero carry (provisional: `forward_with_carry` overwrites it).
+//! fp32, from one forward of the piece. `piece.h0`, `piece.h_final` and `piece.decay` are ignored; `piece.y`
+//! and `piece.checkpoints` (if set) receive the zero-carry run's (provisional: the correction overwrites what
+//! the carry-in changes; context_parallel_early_exit.cuh compares against these checkpoints).
 //! Asynchronous on `stream`.
 template <class = void>
 Status forward_transfer(const ForwardArguments& piece, float* decay, float* h_end, void* workspace,

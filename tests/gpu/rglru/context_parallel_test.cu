@@ -24,6 +24,7 @@
 
 #include "backward_test_support.cuh"
 #include "hawk/rglru/context_parallel.cuh"
+#include "hawk/rglru/context_parallel_early_exit.cuh"
 
 namespace {
 
@@ -291,7 +292,141 @@ void check_context_parallel(GateMode mode, const Case& c) {
   CHECK(dx_cmp.relative_l2 <= hawk_test::storage_tolerance<E>());
 }
 
+//! The fast mode with early-exit corrections (context_parallel_early_exit.cuh) on one sequence split at
+//! `bounds`: y, h_final, the row gradients and dh0 must be bitwise one call's whichever path each correction
+//! takes; the parameter gradients, summed over pieces, within 1e-5. `expect` is the path every piece after the
+//! first must take (slow_decay keeps a_bar near 1, so the carry still matters after `tokens` tokens).
+void check_early_exit(GateMode mode, ResetMode reset_mode, const std::vector<std::int64_t>& bounds,
+                      std::int64_t tokens, bool slow_decay, cp::Correction expect) {
+  const std::int64_t W = 256, H = 2, L = bounds.back();
+  const int P = static_cast<int>(bounds.size()) - 1;
+  const std::int64_t row = W * static_cast<std::int64_t>(sizeof(E));
+  INFO("mode " << rglru_test::mode_name(mode) << ", reset mode " << static_cast<int>(reset_mode) << ", P = " << P
+               << ", tokens " << tokens << ", slow decay " << slow_decay);
+  Problem p = rglru_test::make_problem<E>(W, H, {L}, false, mode, reset_mode, true);
+  if (slow_decay)
+    for (auto& a : p.params.a_param) a = -8.0;  // softplus(-8) = 3.4e-4: a_bar >= 0.997 per token
+  const Upstream u = make_upstream<E>(p, true);
+
+  DeviceProblem<E> whole(p);
+  REQUIRE(rglru_test::run_forward<void>(whole.arguments(p), whole.workspace).ok());
+  DeviceGradients<E> whole_g(p, u);
+  REQUIRE(run_backward<void>(whole_g.arguments(p, whole), whole_g.workspace).ok());
+  const HostGradients want = whole_g.download();
+
+  thrust::device_vector<float> pairs(static_cast<std::size_t>(P * 2 * W)), carries(static_cast<std::size_t>(P * W));
+  thrust::device_vector<float> back_pairs(static_cast<std::size_t>(P * 2 * W)),
+      dh_finals(static_cast<std::size_t>(P * W)), boundaries(static_cast<std::size_t>(P * W));
+  for (auto* v : {&pairs, &carries, &back_pairs, &dh_finals, &boundaries}) hawk_test::poison(*v);
+  thrust::device_vector<float> h0 = hawk_test::to_device<float>(p.h0);
+  thrust::device_vector<float> dh_final_whole = hawk_test::to_device<float>(u.dh_final);
+  std::vector<Problem> pieces;
+  std::vector<std::unique_ptr<DeviceProblem<E>>> fast;
+  thrust::device_vector<unsigned char> workspace;
+  for (int q = 0; q < P; ++q) {
+    pieces.push_back(piece_of(p, L, bounds[q], bounds[q + 1], q, nullptr));
+    fast.push_back(std::make_unique<DeviceProblem<E>>(pieces[q]));
+    const auto args = fast[q]->arguments(pieces[q]);
+    workspace.resize(cp::transfer_workspace_size(args) + 16);
+    REQUIRE(cp::forward_transfer(args, at(pairs, q * 2 * W), at(pairs, q * 2 * W + W), hawk_test::raw(workspace),
+                                 workspace.size(), nullptr)
+                .ok());
+  }
+  std::vector<std::vector<unsigned char>> y_bytes(P);
+  for (int q = 0; q < P; ++q) {
+    REQUIRE(cp::combine_carries(at(pairs, 0), at(pairs, W), 2 * W, q, W, hawk_test::raw(h0), nullptr,
+                                at(carries, q * W), cp::CarryDirection::kForward, nullptr)
+                .ok());
+    const auto args = fast[q]->arguments(pieces[q]);
+    workspace.resize(cp::forward_correct_workspace_size(args));
+    cp::Correction outcome = cp::Correction::kWholePiece;
+    const hawk::Status status = cp::forward_correct(args, at(carries, q * W), at(pairs, q * 2 * W + W), tokens,
+                                                    hawk_test::raw(workspace), workspace.size(), nullptr, &outcome);
+    INFO("piece " << q << ": " << status.to_string());
+    REQUIRE(status.ok());
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    if (q > 0 && bounds[q + 1] - bounds[q] > tokens) CHECK(outcome == expect);
+    y_bytes[q] = hawk_test::bytes_of(fast[q]->y);
+  }
+  CHECK(same_bytes(join_rows(y_bytes, bounds, 1, row), hawk_test::bytes_of(whole.y)));
+  CHECK(same_bytes(hawk_test::bytes_of(fast[P - 1]->h_final), hawk_test::bytes_of(whole.h_final)));
+
+  std::vector<std::unique_ptr<DeviceGradients<E>>> grads;
+  auto backward_args = [&](int q) {
+    auto args = grads[q]->arguments(pieces[q], *fast[q]);
+    args.h0 = at(carries, q * W);  // the corrected forward's carry-in (its checkpoints are the true ones)
+    return args;
+  };
+  for (int q = 0; q < P; ++q) {
+    Upstream pu;
+    pu.dy = cut_rows(u.dy, 1, L, W, bounds[q], bounds[q + 1]);
+    pu.dh_final = u.dh_final;  // a buffer of the right size; the combine decides what is passed
+    grads.push_back(std::make_unique<DeviceGradients<E>>(pieces[q], pu));
+    const auto args = backward_args(q);
+    HAWK_TEST_CUDA(cudaMemcpy(at(back_pairs, q * 2 * W), at(pairs, q * 2 * W), W * sizeof(float),
+                              cudaMemcpyDeviceToDevice));
+    workspace.resize(cp::backward_split_workspace_size(args, tokens));
+    REQUIRE(cp::backward_transfer_split(args, tokens, at(back_pairs, q * 2 * W + W), at(boundaries, q * W),
+                                        hawk_test::raw(workspace), workspace.size(), nullptr)
+                .ok());
+  }
+  for (int q = P - 1; q >= 0; --q) {
+    REQUIRE(cp::combine_carries(at(back_pairs, (q + 1) * 2 * W), at(back_pairs, (q + 1) * 2 * W + W), 2 * W,
+                                P - 1 - q, W, hawk_test::raw(dh_final_whole), nullptr, at(dh_finals, q * W),
+                                cp::CarryDirection::kReverse, nullptr)
+                .ok());
+    const auto args = backward_args(q);
+    cp::Correction outcome = cp::Correction::kWholePiece;
+    const hawk::Status status =
+        cp::backward_correct(args, at(dh_finals, q * W), tokens, at(boundaries, q * W), at(back_pairs, q * 2 * W + W),
+                             hawk_test::raw(workspace), workspace.size(), nullptr, &outcome);
+    INFO("piece " << q << ": " << status.to_string());
+    REQUIRE(status.ok());
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    if (q + 1 < P && bounds[q + 1] - bounds[q] > tokens + 64) CHECK(outcome == expect);
+  }
+  std::vector<HostGradients> got;
+  for (auto& g : grads) got.push_back(g->download());
+  auto joined = [&](std::vector<unsigned char> HostGradients::*member) {
+    std::vector<std::vector<unsigned char>> parts;
+    for (const auto& g : got) parts.push_back(g.*member);
+    return join_rows(parts, bounds, 1, row);
+  };
+  CHECK(same_bytes(joined(&HostGradients::dx_bytes), want.dx_bytes));
+  if (mode == GateMode::kGateLogits) {
+    CHECK(same_bytes(joined(&HostGradients::dgx_bytes), want.dgx_bytes));
+    CHECK(same_bytes(joined(&HostGradients::dga_bytes), want.dga_bytes));
+  }
+  CHECK(same_bytes(got[0].dh0_bytes, want.dh0_bytes));
+  auto summed = [&](std::vector<double> HostGradients::*member) {
+    std::vector<double> total((got[0].*member).size(), 0.0);
+    for (const auto& g : got)
+      for (std::size_t i = 0; i < total.size(); ++i) total[i] += (g.*member)[i];
+    return total;
+  };
+  check_close("da_param", summed(&HostGradients::da_param), want.da_param, 1e-5);
+  if (mode == GateMode::kFused) {
+    check_close("dWx", summed(&HostGradients::dWx), want.dWx, 1e-5);
+    check_close("dWa", summed(&HostGradients::dWa), want.dWa, 1e-5);
+    check_close("dbx", summed(&HostGradients::dbx), want.dbx, 1e-5);
+    check_close("dba", summed(&HostGradients::dba), want.dba, 1e-5);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("context parallel fast mode with early-exit corrections equals one call bitwise (y, h_final, row "
+          "gradients, dh0), stopping early when the carry has died out and rerunning the piece when it has not",
+          "[rglru][context_parallel]") {
+  for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits}) {
+    // Typical gates: the carry's influence reaches exactly 0 within the first 512 tokens.
+    check_early_exit(mode, ResetMode::kSequenceStart, {0, 1500, 3001}, 512, false, cp::Correction::kStoppedEarly);
+    check_early_exit(mode, ResetMode::kFlags, {0, 1000, 2047, 3001}, 512, false, cp::Correction::kStoppedEarly);
+    // a_bar near 1: after 64 tokens the carry still matters, so every correction reruns its whole piece.
+    check_early_exit(mode, ResetMode::kNone, {0, 700, 1401}, 64, true, cp::Correction::kWholePiece);
+  }
+}
+
 
 TEST_CASE("context parallel exact mode (state passing) equals one call bitwise, forward and backward; fast mode "
           "(transfer pairs, ordered combine) within fp32 rounding; P = 2, 3, 4 pieces of L = 1000",
