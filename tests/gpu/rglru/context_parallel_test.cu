@@ -376,6 +376,7 @@ void check_early_exit(GateMode mode, ResetMode reset_mode, const std::vector<std
                                 cp::CarryDirection::kReverse, nullptr)
                 .ok());
     const auto args = backward_args(q);
+    workspace.resize(cp::backward_split_workspace_size(args, tokens));  // pieces differ in length
     cp::Correction outcome = cp::Correction::kWholePiece;
     const hawk::Status status =
         cp::backward_correct(args, at(dh_finals, q * W), tokens, at(boundaries, q * W), at(back_pairs, q * 2 * W + W),
