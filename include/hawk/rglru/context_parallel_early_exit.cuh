@@ -11,15 +11,24 @@
 //!
 //! - forward: `forward_transfer` with checkpoints, then `forward_correct` reruns only the first
 //!   `prefix_tokens` from the carry-in and compares the state at their end with the zero-carry checkpoint there.
-//!   If they agree, y after the prefix, h_final and the later checkpoints are already right, and the result is
-//!   bitwise the exact mode's. If not, it reruns the whole piece (`forward_with_carry`).
+//!   If they agree, y after the prefix, h_final and the later checkpoints are already right: the result is
+//!   bitwise `forward_with_carry(piece, carry_in)`'s. If not, it reruns the whole piece (`forward_with_carry`).
 //! - backward: the same in reverse time. dh_final's influence decays towards the piece's start.
 //!   `backward_transfer_split` runs the piece as a suffix (the last `suffix_tokens`, from a chunk boundary) and a
 //!   prefix, with dh_final = 0. `backward_correct` reruns only the suffix from the combined dh_final and compares
 //!   the dh it hands to the prefix with the first run's. If they agree, the prefix's row gradients and dh0 are
 //!   already right, and the parameter gradients are the prefix's plus the suffix's, added in that fixed order.
-//!   Row gradients are then bitwise the exact mode's; parameter gradients equal them to fp32 rounding, as any
-//!   split does. If not, it reruns the whole backward.
+//!   Row gradients and dh0 are then bitwise `backward(piece, dh_final)`'s; parameter gradients equal them to
+//!   fp32 rounding, as any split does. If not, it reruns the whole backward.
+//!
+//! Bitwise equal to one single-GPU call (the exact mode) when, in addition, the combined carries are exact:
+//! when each piece's A is 0 (it underflows within a few hundred tokens for typical gates) and the h_end it
+//! hands on is the true final state. Otherwise the fast mode's fp32 rounding bound applies (context_parallel.cuh).
+//!
+//! Between pass 1 and its correction the outputs pass 1 wrote must stay untouched: y and the checkpoints
+//! (forward), the prefix's row gradients, dh0_zero, boundary_dh and the parameter gradients in the piece's own
+//! buffers (backward). A trainer that shares parameter-gradient buffers between micro-batches must run each
+//! micro-batch's split and correction back to back (as examples/context_parallel.cu does).
 //!
 //! Each correction reads one flag back to the host (a stream synchronisation), so these calls cannot be
 //! captured in a CUDA graph; the plain `forward_with_carry` and `backward` can. `*outcome` says which path ran.
@@ -78,7 +87,8 @@ inline Status states_differ(const float* a, const float* b, std::int64_t count, 
                             bool& differ) {
   HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(flag, 0, sizeof(int), stream));
   const std::int64_t blocks = (count + kEarlyExitThreads - 1) / kEarlyExitThreads;
-  states_differ_kernel<<<static_cast<unsigned>(blocks), kEarlyExitThreads, 0, stream>>>(a, b, count, flag);
+  states_differ_kernel<kEarlyExitThreads><<<static_cast<unsigned>(blocks), kEarlyExitThreads, 0, stream>>>(a, b, count,
+                                                                                                          flag);
   HAWK_RETURN_IF_CUDA_ERROR(cudaGetLastError());
   int host = 0;
   HAWK_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, stream));
@@ -89,8 +99,17 @@ inline Status states_differ(const float* a, const float* b, std::int64_t count, 
 
 inline Status add_in_place(float* out, const float* in, std::int64_t count, cudaStream_t stream) {
   const std::int64_t blocks = (count + kEarlyExitThreads - 1) / kEarlyExitThreads;
-  add_in_place_kernel<<<static_cast<unsigned>(blocks), kEarlyExitThreads, 0, stream>>>(out, in, count);
+  add_in_place_kernel<kEarlyExitThreads><<<static_cast<unsigned>(blocks), kEarlyExitThreads, 0, stream>>>(out, in, count);
   return cuda_status(cudaGetLastError(), "add_in_place_kernel launch");
+}
+
+inline Status check_workspace(void* workspace, std::size_t bytes, std::size_t need, const char* who) {
+  HAWK_REQUIRE(workspace != nullptr && bytes >= need, StatusCode::kWorkspaceTooSmall,
+               std::string(who) + " needs " + std::to_string(need) + " bytes of workspace, got " +
+                   std::to_string(bytes));
+  HAWK_REQUIRE(is_aligned(workspace, 256), StatusCode::kMisalignedPointer,
+               std::string(who) + ": the workspace must be 256-byte aligned");
+  return Status::success();
 }
 
 inline Status check_tokens(std::int64_t tokens, const char* what) {
@@ -191,21 +210,22 @@ std::size_t forward_correct_workspace_size(const ForwardArguments& piece) {
 //! The fast forward's correction from `carry_in` ([N, W] fp32; null = 0), stopping after the first
 //! `prefix_tokens` (a multiple of 64) when it can. `piece` must be the arguments that `forward_transfer` ran,
 //! with its checkpoints (required), and `h_end` the zero-carry final state that it wrote. Writes y, h_final
-//! (if asked) and the checkpoints as `forward_with_carry(piece, carry_in)` would, with the same bits.
+//! (if asked) and the checkpoints as `forward_with_carry(piece, carry_in)` would, with the same bits;
+//! `piece.decay` is ignored (the zero-carry pass gave A already).
 template <class = void>
 Status forward_correct(const ForwardArguments& piece, const float* carry_in, const float* h_end,
                        std::int64_t prefix_tokens, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
                        Correction* outcome = nullptr) {
   HAWK_RETURN_IF_ERROR(detail::check_piece_shape(piece.shape, piece.state_index));
   HAWK_RETURN_IF_ERROR(detail::check_tokens(prefix_tokens, "prefix_tokens"));
-  HAWK_REQUIRE(piece.checkpoints != nullptr && piece.checkpoint_chunk == kDefaultTimeChunk, StatusCode::kNullPointer,
+  HAWK_REQUIRE(piece.checkpoints != nullptr, StatusCode::kNullPointer,
                "forward_correct compares against the zero-carry pass's checkpoints: give the piece checkpoints "
-               "(chunk " + std::to_string(kDefaultTimeChunk) + ") in forward_transfer and here");
+               "in forward_transfer and here");
+  HAWK_REQUIRE(piece.checkpoint_chunk == kDefaultTimeChunk, StatusCode::kInvalidArgument,
+               "checkpoint_chunk must be " + std::to_string(kDefaultTimeChunk));
   HAWK_REQUIRE(h_end != nullptr, StatusCode::kNullPointer, "forward_correct needs the zero-carry final state h_end");
   const std::size_t need = forward_correct_workspace_size(piece);
-  HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= need && is_aligned(workspace, 256),
-               StatusCode::kWorkspaceTooSmall,
-               "forward_correct needs " + std::to_string(need) + " bytes of 256-byte aligned workspace");
+  HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, need, "forward_correct"));
   HAWK_RETURN_IF_ERROR(forward_can_implement(piece));
   const std::int64_t W = piece.shape.width, L = piece.shape.seq_len;
   float* state = static_cast<float*>(workspace);
@@ -269,9 +289,7 @@ Status backward_transfer_split(const BackwardArguments& piece, std::int64_t suff
   HAWK_REQUIRE(dh0_zero != nullptr && boundary_dh != nullptr, StatusCode::kNullPointer,
                "backward_transfer_split needs dh0_zero and boundary_dh [N, W]");
   const std::size_t need = backward_split_workspace_size(piece, suffix_tokens);
-  HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= need && is_aligned(workspace, 256),
-               StatusCode::kWorkspaceTooSmall,
-               "backward_transfer_split needs " + std::to_string(need) + " bytes of 256-byte aligned workspace");
+  HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, need, "backward_transfer_split"));
   const std::int64_t L = piece.shape.seq_len;
   const std::int64_t start = detail::suffix_start(L, suffix_tokens);
   const std::size_t grads = detail::parameter_gradient_bytes(piece);
@@ -305,9 +323,7 @@ Status backward_correct(const BackwardArguments& piece, const float* dh_final, s
   HAWK_RETURN_IF_ERROR(detail::check_piece_shape(piece.shape, piece.state_index));
   HAWK_RETURN_IF_ERROR(detail::check_tokens(suffix_tokens, "suffix_tokens"));
   const std::size_t need = backward_split_workspace_size(piece, suffix_tokens);
-  HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= need && is_aligned(workspace, 256),
-               StatusCode::kWorkspaceTooSmall,
-               "backward_correct needs " + std::to_string(need) + " bytes of 256-byte aligned workspace");
+  HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, need, "backward_correct"));
   const std::int64_t L = piece.shape.seq_len, W = piece.shape.width;
   const std::int64_t start = detail::suffix_start(L, suffix_tokens);
   const std::size_t grads = detail::parameter_gradient_bytes(piece);

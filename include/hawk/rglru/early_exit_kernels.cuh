@@ -17,17 +17,20 @@ constexpr int kEarlyExitThreads = 256;
 #if defined(__CUDACC__)
 
 //! flag = 1 if a[i] and b[i] differ in any bit for some i < count (flag must be 0 on entry).
-__global__ void __launch_bounds__(kEarlyExitThreads)
+//! (Templates, like every kernel in a header: one definition per translation unit.)
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
     states_differ_kernel(const float* __restrict__ a, const float* __restrict__ b, std::int64_t count,
                          int* __restrict__ flag) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kEarlyExitThreads + threadIdx.x;
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * Threads + threadIdx.x;
   if (i < count && __float_as_uint(a[i]) != __float_as_uint(b[i])) *flag = 1;  // any writer, same value
 }
 
 //! out[i] += in[i] for i < count.
-__global__ void __launch_bounds__(kEarlyExitThreads)
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
     add_in_place_kernel(float* __restrict__ out, const float* __restrict__ in, std::int64_t count) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kEarlyExitThreads + threadIdx.x;
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * Threads + threadIdx.x;
   if (i < count) out[i] = __fadd_rn(out[i], in[i]);
 }
 

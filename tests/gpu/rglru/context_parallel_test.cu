@@ -293,9 +293,11 @@ void check_context_parallel(GateMode mode, const Case& c) {
 }
 
 //! The fast mode with early-exit corrections (context_parallel_early_exit.cuh) on one sequence split at
-//! `bounds`: y, h_final, the row gradients and dh0 must be bitwise one call's whichever path each correction
-//! takes; the parameter gradients, summed over pieces, within 1e-5. `expect` is the path every piece after the
-//! first must take (slow_decay keeps a_bar near 1, so the carry still matters after `tokens` tokens).
+//! `bounds`. `expect` is the path the corrections must take. When they stop early (typical gates: A is 0, the
+//! combined carries are exact), y, h_final, the row gradients and dh0 must be bitwise one call's. When they
+//! rerun the piece (slow_decay keeps a_bar near 1, so A is far from 0 and the carry still matters after
+//! `tokens` tokens), they are the plain fast mode: within fp32 rounding of one call (bf16 storage for y and the
+//! row gradients). Parameter gradients, summed over pieces: within 1e-5 either way.
 void check_early_exit(GateMode mode, ResetMode reset_mode, const std::vector<std::int64_t>& bounds,
                       std::int64_t tokens, bool slow_decay, cp::Correction expect) {
   const std::int64_t W = 256, H = 2, L = bounds.back();
@@ -348,8 +350,21 @@ void check_early_exit(GateMode mode, ResetMode reset_mode, const std::vector<std
     if (q > 0 && bounds[q + 1] - bounds[q] > tokens) CHECK(outcome == expect);
     y_bytes[q] = hawk_test::bytes_of(fast[q]->y);
   }
-  CHECK(same_bytes(join_rows(y_bytes, bounds, 1, row), hawk_test::bytes_of(whole.y)));
-  CHECK(same_bytes(hawk_test::bytes_of(fast[P - 1]->h_final), hawk_test::bytes_of(whole.h_final)));
+  const bool bitwise = expect == cp::Correction::kStoppedEarly;
+  if (bitwise) {
+    CHECK(same_bytes(join_rows(y_bytes, bounds, 1, row), hawk_test::bytes_of(whole.y)));
+    CHECK(same_bytes(hawk_test::bytes_of(fast[P - 1]->h_final), hawk_test::bytes_of(whole.h_final)));
+  } else {
+    std::vector<std::vector<double>> y_values(P);
+    for (int q = 0; q < P; ++q) y_values[q] = hawk_test::to_host(fast[q]->y);
+    const auto y_cmp = hawk_test::compare(join_rows(y_values, bounds, 1, W), hawk_test::to_host(whole.y));
+    const auto h_cmp = hawk_test::compare(hawk_test::to_host(fast[P - 1]->h_final), hawk_test::to_host(whole.h_final));
+    INFO("y " << y_cmp.describe() << "; h_final " << h_cmp.describe());
+    CHECK(y_cmp.non_finite == 0);
+    CHECK(y_cmp.relative_l2 <= hawk_test::storage_tolerance<E>());
+    CHECK(h_cmp.non_finite == 0);
+    CHECK(h_cmp.relative_l2 <= 1e-5);
+  }
 
   std::vector<std::unique_ptr<DeviceGradients<E>>> grads;
   auto backward_args = [&](int q) {
@@ -393,12 +408,24 @@ void check_early_exit(GateMode mode, ResetMode reset_mode, const std::vector<std
     for (const auto& g : got) parts.push_back(g.*member);
     return join_rows(parts, bounds, 1, row);
   };
-  CHECK(same_bytes(joined(&HostGradients::dx_bytes), want.dx_bytes));
-  if (mode == GateMode::kGateLogits) {
-    CHECK(same_bytes(joined(&HostGradients::dgx_bytes), want.dgx_bytes));
-    CHECK(same_bytes(joined(&HostGradients::dga_bytes), want.dga_bytes));
+  if (bitwise) {
+    CHECK(same_bytes(joined(&HostGradients::dx_bytes), want.dx_bytes));
+    if (mode == GateMode::kGateLogits) {
+      CHECK(same_bytes(joined(&HostGradients::dgx_bytes), want.dgx_bytes));
+      CHECK(same_bytes(joined(&HostGradients::dga_bytes), want.dga_bytes));
+    }
+    CHECK(same_bytes(got[0].dh0_bytes, want.dh0_bytes));
+  } else {
+    std::vector<std::vector<double>> dx_parts;
+    for (const auto& g : got) dx_parts.push_back(g.dx);
+    const auto dx_cmp = hawk_test::compare(join_rows(dx_parts, bounds, 1, W), want.dx);
+    const auto dh0_cmp = hawk_test::compare(got[0].dh0, want.dh0);
+    INFO("dx " << dx_cmp.describe() << "; dh0 " << dh0_cmp.describe());
+    CHECK(dx_cmp.non_finite == 0);
+    CHECK(dx_cmp.relative_l2 <= hawk_test::storage_tolerance<E>());
+    CHECK(dh0_cmp.non_finite == 0);
+    CHECK(dh0_cmp.relative_l2 <= 1e-5);
   }
-  CHECK(same_bytes(got[0].dh0_bytes, want.dh0_bytes));
   auto summed = [&](std::vector<double> HostGradients::*member) {
     std::vector<double> total((got[0].*member).size(), 0.0);
     for (const auto& g : got)
@@ -416,14 +443,16 @@ void check_early_exit(GateMode mode, ResetMode reset_mode, const std::vector<std
 
 }  // namespace
 
-TEST_CASE("context parallel fast mode with early-exit corrections equals one call bitwise (y, h_final, row "
-          "gradients, dh0), stopping early when the carry has died out and rerunning the piece when it has not",
+TEST_CASE("context parallel fast mode with early-exit corrections: bitwise one call's (y, h_final, row gradients, "
+          "dh0) when the carry has died out and they stop early; the plain fast mode when they rerun the piece",
           "[rglru][context_parallel]") {
   for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits}) {
     // Typical gates: the carry's influence reaches exactly 0 within the first 512 tokens.
     check_early_exit(mode, ResetMode::kSequenceStart, {0, 1500, 3001}, 512, false, cp::Correction::kStoppedEarly);
-    check_early_exit(mode, ResetMode::kFlags, {0, 1000, 2047, 3001}, 512, false, cp::Correction::kStoppedEarly);
-    // a_bar near 1: after 64 tokens the carry still matters, so every correction reruns its whole piece.
+    // (1001, 2047: not on a planned reset, so the carry is live at each piece's start.)
+    check_early_exit(mode, ResetMode::kFlags, {0, 1001, 2047, 3001}, 512, false, cp::Correction::kStoppedEarly);
+    // a_bar near 1: after 64 tokens the carry still matters, so every correction reruns its whole piece, and
+    // the result is the plain fast mode's (fp32 rounding, not bits: A is about 0.4 over 700 tokens).
     check_early_exit(mode, ResetMode::kNone, {0, 700, 1401}, 64, true, cp::Correction::kWholePiece);
   }
 }
