@@ -33,7 +33,8 @@
 //! Each correction reads one flag back to the host (a stream synchronisation), so these calls cannot be
 //! captured in a CUDA graph; the plain `forward_with_carry` and `backward` can. `*outcome` says which path ran.
 //!
-//! NOT YET RUN ON A GPU (branch cp-early-exit).
+//! Measured (2 × H200, 2026-11-29): strong scaling at B = 1, L = 131072, W = 2560, H = 10 went from 1.01× to 1.95×
+//! on 2 GPUs; docs/CONTEXT_PARALLEL.md.
 
 #include <cuda_runtime_api.h>
 
