@@ -2,33 +2,37 @@
 
     NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc-per-node 2 examples/torch/context_parallel_check.py
 
-Every rank builds the same random problem (a fixed seed; B = 2, L = 3001, W = 512, H = 2, bf16, fused, reset at
-each sequence start), runs the whole sequence on its own GPU as the reference, then its time piece through
-context_parallel_rglru. y, dx and (rank 0) dh0 must be bitwise the reference's piece, the last rank's h_final
-bitwise the reference's, and the fp32 parameter gradients, all-reduced over ranks, within 1e-5 relative. Exit status 0
-when every rank agrees, 1 otherwise.
+Both modes: exact with B = 2, fast with B = 1 (one sequence, so the early-exit corrections apply). Every rank
+builds the same random problem (a fixed seed; L = 3001, W = 512, H = 2, bf16, fused, reset at each sequence
+start), runs the whole sequence on its own GPU as the reference, then its time piece through
+context_parallel_rglru. y and dx must be bitwise the reference's piece, the last rank's h_final bitwise the
+reference's, and the fp32 parameter gradients, all-reduced over ranks, within 1e-5 relative. (Fast mode is bitwise
+here because the corrections stop early and the carry's weight A underflows to 0 over 1500 tokens; it reports
+how its corrections went.) Exit status 0 when every rank agrees in both modes, 1 otherwise.
+
+With ``--bench [JSON]`` it then times forward+backward at B = 1, L = 131072, W = 2560, H = 10 (bf16, fused): one
+call on one GPU, and both modes over all ranks; each step from a barrier to the slowest rank's end, median of
+10 after 2 warm-up steps.
 """
 
+import json
 import os
+import statistics
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hawk_torch  # noqa: E402
-from hawk_torch.context_parallel import context_parallel_rglru  # noqa: E402
+from hawk_torch.context_parallel import context_parallel_rglru, corrections  # noqa: E402
 
 
-def main() -> int:
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    dist.init_process_group("nccl")
-    rank, ranks = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
-    B, L, W, H = 2, 3001, 512, 2
+def check(mode: str, B: int, rank: int, ranks: int, device) -> bool:
+    L, W, H = 3001, 512, 2
     w = W // H
-    generator = torch.Generator().manual_seed(1234)
+    generator = torch.Generator().manual_seed(1234 + B)
 
     def rand(*shape, scale=1.0):
         return ((torch.rand(*shape, generator=generator) * 2 - 1) * scale).to(device)
@@ -54,7 +58,8 @@ def main() -> int:
     start, stop = L * rank // ranks, L * (rank + 1) // ranks
     mine = leaves()
     x_piece = mine[0][:, start:stop].detach().clone().requires_grad_(True)
-    y, h_final = context_parallel_rglru(x_piece, *mine[1:], reset="sequence_start")
+    before = dict(corrections)
+    y, h_final = context_parallel_rglru(x_piece, *mine[1:], reset="sequence_start", mode=mode)
     outputs, grads = [y], [dy[:, start:stop]]
     if rank + 1 == ranks:  # only the last piece's final state is the sequence's
         outputs.append(h_final)
@@ -85,11 +90,97 @@ def main() -> int:
 
     verdict = torch.tensor([len(failures)], device=device)
     dist.all_reduce(verdict)
-    print(f"rank {rank}/{ranks}: tokens [{start}, {stop}): " + ("; ".join(failures) if failures else
+    report = ""
+    if mode == "fast":
+        stopped = corrections["stopped_early"] - before["stopped_early"]
+        rerun = corrections["whole_piece"] - before["whole_piece"]
+        report = f"; corrections: {stopped} stopped early, {rerun} reran the piece"
+    print(f"rank {rank}/{ranks} {mode} (B = {B}): tokens [{start}, {stop}): " + ("; ".join(failures) if failures else
           "y, dx" + (", h_final" if rank + 1 == ranks else "") + " bitwise equal to one call; parameter "
-          "gradients within 1e-5 after the all-reduce"), flush=True)
+          "gradients within 1e-5 after the all-reduce") + report, flush=True)
+    return int(verdict.item()) == 0
+
+
+def bench(rank: int, ranks: int, device, path) -> None:
+    B, L, W, H = 1, 131072, 2560, 10
+    w = W // H
+    generator = torch.Generator().manual_seed(99)
+
+    def rand(*shape, scale=1.0):
+        return ((torch.rand(*shape, generator=generator) * 2 - 1) * scale).to(device)
+
+    x, dy = rand(B, L, W).to(torch.bfloat16), rand(B, L, W).to(torch.bfloat16)
+    params = [rand(W), rand(H, w, w, scale=2 / w**0.5), rand(H, w, scale=0.5), rand(H, w, w, scale=2 / w**0.5),
+              rand(H, w, scale=0.5)]
+    params = [t.requires_grad_(True) for t in params]
+    start, stop = L * rank // ranks, L * (rank + 1) // ranks
+    x_piece, dy_piece = x[:, start:stop].contiguous(), dy[:, start:stop].contiguous()
+
+    def one_call():
+        y, _ = hawk_torch.rglru(x, *params, reset="sequence_start")
+        torch.autograd.backward([y], [dy])
+
+    def pieces(mode):
+        def step():
+            y, _ = context_parallel_rglru(x_piece, *params, reset="sequence_start", mode=mode)
+            torch.autograd.backward([y], [dy_piece])
+        return step
+
+    def timed(step, everyone=True):
+        times = []
+        for i in range(12):
+            torch.cuda.synchronize()
+            dist.barrier()
+            begin = time.perf_counter()
+            if everyone or rank == 0:
+                step()
+            torch.cuda.synchronize()
+            elapsed = torch.tensor([time.perf_counter() - begin], device=device)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            if i >= 2:
+                times.append(float(elapsed.item()) * 1e3)
+        return statistics.median(times)
+
+    single = timed(one_call, everyone=False)
+    rows = [{"gpus": 1, "mode": "single", "median_ms": single, "speedup": 1.0}]
+    for mode in ("exact", "fast"):
+        before = dict(corrections)
+        ms = timed(pieces(mode))
+        row = {"gpus": ranks, "mode": mode, "median_ms": ms, "speedup": single / ms}
+        if mode == "fast":
+            row["corrections_stopped_early"] = corrections["stopped_early"] - before["stopped_early"]
+            row["corrections_whole_piece"] = corrections["whole_piece"] - before["whole_piece"]
+        rows.append(row)
+    if rank == 0:
+        for row in rows:
+            print(f"torch bench, fwd+bwd B=1 L={L} W={W} H={H} bf16 fused: {row['gpus']} GPU(s) {row['mode']:6} "
+                  f"{row['median_ms']:8.3f} ms  speed-up {row['speedup']:.2f}x", flush=True)
+        if path:
+            record = {"benchmark": "hawk_torch_context_parallel_strong_scaling",
+                      "gpu": torch.cuda.get_device_name(device), "gpus": ranks,
+                      "date": time.strftime("%Y-%m-%d"), "commit": os.environ.get("HAWK_COMMIT", "unknown"),
+                      "shape": {"B": B, "L": L, "W": W, "H": H},
+                      "protocol": "hawk_torch, bf16 fused, reset at t=0, forward+backward through autograd; each "
+                                  "step from a barrier to the slowest rank's end (host clock after a device "
+                                  "synchronise); median of 10 after 2 warm-up; NCCL_NVLS_ENABLE=0",
+                      "rows": rows}
+            with open(path, "w") as f:
+                json.dump(record, f, indent=2)
+
+
+def main() -> int:
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    dist.init_process_group("nccl")
+    rank, ranks = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(device)
+    passed = check("exact", 2, rank, ranks, device)
+    passed = check("fast", 1, rank, ranks, device) and passed
+    if "--bench" in sys.argv:
+        at = sys.argv.index("--bench")
+        bench(rank, ranks, device, sys.argv[at + 1] if at + 1 < len(sys.argv) else None)
     dist.destroy_process_group()
-    return 0 if int(verdict.item()) == 0 else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

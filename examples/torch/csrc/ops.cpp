@@ -169,12 +169,13 @@ void fill_gate_pointers(Arguments& a, const GateInputs& g) {
   a.reset = g.reset.defined() ? static_cast<const std::uint8_t*>(g.reset.data_ptr()) : nullptr;
 }
 
-std::tuple<Tensor, Tensor, Tensor> rglru_forward_cuda(const Tensor& x, const OptTensor& Wx, const OptTensor& bx,
-                                                      const OptTensor& Wa, const OptTensor& ba, const OptTensor& gx,
-                                                      const OptTensor& ga, const Tensor& a_param,
-                                                      const OptTensor& reset, const OptTensor& h0,
-                                                      const OptTensor& cu_seqlens, std::int64_t num_blocks,
-                                                      std::int64_t reset_mode, bool save_checkpoints, bool validate) {
+//! The forward; with `want_decay` also the product of a_bar over each sequence ([N, W] fp32, else empty), which
+//! with h0 = 0 makes (decay, h_final) the sequence's transfer pair (context parallelism, fast mode).
+std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_impl(
+    const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa, const OptTensor& ba,
+    const OptTensor& gx, const OptTensor& ga, const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
+    const OptTensor& cu_seqlens, std::int64_t num_blocks, std::int64_t reset_mode, bool save_checkpoints,
+    bool validate, bool want_decay) {
   check_cuda_contiguous(x, x, "x");
   const c10::cuda::CUDAGuard guard(x.device());
   hawk::rglru::ForwardArguments a;
@@ -196,8 +197,10 @@ std::tuple<Tensor, Tensor, Tensor> rglru_forward_cuda(const Tensor& x, const Opt
   const std::int64_t chunk = rglru_default_time_chunk();
   Tensor checkpoints = at::empty({save_checkpoints ? hawk::rglru::checkpoint_rows(a.shape.num_tokens, N, chunk) : 0, W},
                                  x.options().dtype(at::kFloat));
+  Tensor decay = at::empty({want_decay ? N : 0, W}, x.options().dtype(at::kFloat));
   a.y = y.data_ptr();
   a.h_final = h_final.data_ptr<float>();
+  if (want_decay) a.decay = decay.data_ptr<float>();
   if (save_checkpoints) {
     a.checkpoints = checkpoints.data_ptr<float>();
     a.checkpoint_chunk = chunk;
@@ -206,7 +209,29 @@ std::tuple<Tensor, Tensor, Tensor> rglru_forward_cuda(const Tensor& x, const Opt
   Tensor workspace = workspace_for(bytes, x);
   throw_if_failed(rglru_forward(a, pointer_or_null(workspace), bytes, c10::cuda::getCurrentCUDAStream().stream()),
                   "hawk::rglru::forward");
+  return {y, h_final, checkpoints, decay};
+}
+
+std::tuple<Tensor, Tensor, Tensor> rglru_forward_cuda(const Tensor& x, const OptTensor& Wx, const OptTensor& bx,
+                                                      const OptTensor& Wa, const OptTensor& ba, const OptTensor& gx,
+                                                      const OptTensor& ga, const Tensor& a_param,
+                                                      const OptTensor& reset, const OptTensor& h0,
+                                                      const OptTensor& cu_seqlens, std::int64_t num_blocks,
+                                                      std::int64_t reset_mode, bool save_checkpoints, bool validate) {
+  Tensor y, h_final, checkpoints, unused_decay;
+  std::tie(y, h_final, checkpoints, unused_decay) = rglru_forward_impl(
+      x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode, save_checkpoints, validate,
+      /*want_decay=*/false);
   return {y, h_final, checkpoints};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_decay_cuda(
+    const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa, const OptTensor& ba,
+    const OptTensor& gx, const OptTensor& ga, const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
+    const OptTensor& cu_seqlens, std::int64_t num_blocks, std::int64_t reset_mode, bool save_checkpoints,
+    bool validate) {
+  return rglru_forward_impl(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
+                            save_checkpoints, validate, /*want_decay=*/true);
 }
 
 Tensor rglru_decode_cuda(const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa,
@@ -400,6 +425,11 @@ TORCH_LIBRARY(hawk, m) {
       "rglru_forward(Tensor x, Tensor? Wx, Tensor? bx, Tensor? Wa, Tensor? ba, Tensor? gx, Tensor? ga, "
       "Tensor a_param, Tensor? reset, Tensor? h0, Tensor? cu_seqlens, int num_blocks, int reset_mode, "
       "bool save_checkpoints, bool validate) -> (Tensor y, Tensor h_final, Tensor checkpoints)");
+  // The forward with the transfer decay Π a_bar of each sequence (context parallelism, fast mode).
+  m.def(
+      "rglru_forward_decay(Tensor x, Tensor? Wx, Tensor? bx, Tensor? Wa, Tensor? ba, Tensor? gx, Tensor? ga, "
+      "Tensor a_param, Tensor? reset, Tensor? h0, Tensor? cu_seqlens, int num_blocks, int reset_mode, "
+      "bool save_checkpoints, bool validate) -> (Tensor y, Tensor h_final, Tensor checkpoints, Tensor decay)");
   m.def(
       "rglru_backward(Tensor x, Tensor? Wx, Tensor? bx, Tensor? Wa, Tensor? ba, Tensor? gx, Tensor? ga, "
       "Tensor a_param, Tensor? reset, Tensor? h0, Tensor? cu_seqlens, Tensor checkpoints, Tensor dy, "
@@ -421,6 +451,7 @@ TORCH_LIBRARY(hawk, m) {
 
 TORCH_LIBRARY_IMPL(hawk, CUDA, m) {
   m.impl("rglru_forward", &hawk_torch::rglru_forward_cuda);
+  m.impl("rglru_forward_decay", &hawk_torch::rglru_forward_decay_cuda);
   m.impl("rglru_backward", &hawk_torch::rglru_backward_cuda);
   m.impl("rglru_decode_", &hawk_torch::rglru_decode_cuda);
   m.impl("gate_residual_forward", &hawk_torch::gate_residual_forward_cuda);

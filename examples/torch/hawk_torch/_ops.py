@@ -169,6 +169,17 @@ def _check_reset_flags(where, reset: Tensor, x: Tensor, cu_seqlens, num_tokens) 
     return reset
 
 
+def _reset_mode(where, reset, h0, x: Tensor, cu_seqlens, num_tokens):
+    """(reset mode, flags or None) of rglru's ``reset`` argument; None means a sequence start unless h0 is given."""
+    if isinstance(reset, Tensor):
+        return RESET_FLAGS, _check_reset_flags(where, reset, x, cu_seqlens, num_tokens)
+    if reset is None:
+        return (RESET_NONE if h0 is not None else RESET_SEQUENCE_START), None
+    if isinstance(reset, str) and reset in _RESET_NAMES:
+        return _RESET_NAMES[reset], None
+    _fail(where, f"reset must be a bool/uint8 tensor, 'sequence_start', 'none' or None; got {reset!r}")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # fake implementations (shapes only): torch.compile and meta tensors
 # ---------------------------------------------------------------------------------------------------------------
@@ -188,6 +199,14 @@ def _rglru_forward_fake(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlen
     rows = t // TIME_CHUNK + n if save_checkpoints else 0
     return (torch.empty_like(x), x.new_empty((n, width), dtype=torch.float32),
             x.new_empty((rows, width), dtype=torch.float32))
+
+
+@torch.library.register_fake("hawk::rglru_forward_decay")
+def _rglru_forward_decay_fake(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
+                              save_checkpoints, validate):
+    y, h_final, checkpoints = _rglru_forward_fake(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens,
+                                                  num_blocks, reset_mode, save_checkpoints, validate)
+    return y, h_final, checkpoints, torch.empty_like(h_final)
 
 
 @torch.library.register_fake("hawk::rglru_backward")
@@ -327,16 +346,7 @@ def rglru(
     n, t, width = _problem(where, x, cu_seqlens)
     num_blocks, Wx, bx, Wa, ba, gx, ga = _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga)
     a_param = _check_a_param(where, a_param, x, width)
-    flags = None
-    if isinstance(reset, Tensor):
-        flags = _check_reset_flags(where, reset, x, cu_seqlens, t)
-        reset_mode = RESET_FLAGS
-    elif reset is None:
-        reset_mode = RESET_NONE if h0 is not None else RESET_SEQUENCE_START
-    elif isinstance(reset, str) and reset in _RESET_NAMES:
-        reset_mode = _RESET_NAMES[reset]
-    else:
-        _fail(where, f"reset must be a bool/uint8 tensor, 'sequence_start', 'none' or None; got {reset!r}")
+    reset_mode, flags = _reset_mode(where, reset, h0, x, cu_seqlens, t)
     if h0 is not None:
         _check_tensor(where, "h0", h0, x.device, contiguous=False)
         _check_shape(where, "h0", h0, (n, width))
