@@ -121,7 +121,8 @@ class Gradients(NamedTuple):
     dh0: Optional[Tensor]
 
 
-def piece_of(where: str, x: Tensor, a_param: Tensor, Wx, bx, Wa, ba, gx, ga, reset, h0, first: bool):
+def piece_of(where: str, x: Tensor, a_param: Tensor, Wx=None, bx=None, Wa=None, ba=None, *, gx=None, ga=None,
+             reset, h0=None, first: bool):
     """Checks one rank's operands as hawk_torch.rglru does; returns (Piece, h0 in fp32 or None). ``reset`` is
     the piece's own: "none" for a piece that continues the state of the ones before it."""
     _, tokens, width = _problem(where, x, None)
@@ -378,7 +379,7 @@ def context_parallel_rglru(
     if not (isinstance(correction_tokens, int) and correction_tokens > 0 and correction_tokens % TIME_CHUNK == 0):
         raise ValueError(f"{where}: correction_tokens must be a positive multiple of {TIME_CHUNK}, "
                          f"got {correction_tokens!r}")
-    piece, h0 = piece_of(where, x, a_param, Wx, bx, Wa, ba, gx, ga, reset, h0, first=rank == 0)
+    piece, h0 = piece_of(where, x, a_param, Wx, bx, Wa, ba, gx=gx, ga=ga, reset=reset, h0=h0, first=rank == 0)
     setup = _Setup(group, rank, ranks, correction_tokens, piece.num_blocks, piece.reset_mode)
     return _FastContextParallel.apply(piece.x, piece.Wx, piece.bx, piece.Wa, piece.ba, piece.gx, piece.ga,
                                       piece.a_param, h0, piece.flags, setup)
