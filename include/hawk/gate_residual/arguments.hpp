@@ -53,6 +53,11 @@ struct ProblemShape {
   //! synchronising copy of a flag. On by default; turn it off when the caller guarantees idx (for example
   //! inside CUDA graph capture, where synchronising is not allowed). Out-of-range idx is then undefined.
   bool validate_indices = true;
+  //! With validation on and the stream not capturing: `run()` synchronises once and returns the verdict
+  //! (core/device_checks.cuh); otherwise `run()` never synchronises and bad idx makes the call write nothing.
+  bool wait_for_device_checks = false;
+  //! Optional caller-owned word (device-accessible) into which the verdict's bits are OR-ed; never cleared.
+  unsigned int* device_check_report = nullptr;
 };
 
 struct ForwardArguments {

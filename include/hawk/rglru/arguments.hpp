@@ -13,6 +13,9 @@
 //! - States h0, h_final, dh_final, dh0: [S, W] fp32 rows. Row of sequence n is `state_index[n]` when
 //!   `state_index` (device, int32, [N]) is given — a state pool, as inference engines keep — else n. h0 and
 //!   h_final may be the same pointer: the state is then updated in place (each row is read before written).
+//!   A slot of -1 marks a padding sequence (inference engines pad a decode batch to a captured graph's size):
+//!   nothing of it is read or written — no state row, no y, dx, dgx, dga rows, no checkpoint — and it adds
+//!   nothing to parameter gradients. Two sequences naming the same slot are an error (device check).
 //! - Reset flags (ResetFlags policy): `reset` [T] bytes, nonzero = this token starts a document.
 //!
 //! Checkpoints: with `checkpoints` non-null the forward stores the fp32 carry entering each time chunk of
@@ -53,11 +56,19 @@ struct ProblemShape {
   std::int64_t width = 0;          //!< W
   std::int64_t num_blocks = 1;     //!< H; the block width is w = W / H
   const std::int32_t* cu_seqlens = nullptr;  //!< [N+1] on the device, or null for a dense batch
-  //! cu_seqlens and state_index live on the device; checking them (increasing, ending at T, in range) costs a
-  //! small kernel and one synchronising copy of a flag. On by default; turn off when the caller guarantees
-  //! them (e.g. inside CUDA graph capture, where a synchronisation is not allowed).
+  //! cu_seqlens and state_index live on the device. With this set (the default) a small kernel checks them
+  //! (cu_seqlens starts at 0, never decreases, ends at T; state_index in [0, S) or -1, no row named twice) and
+  //! every kernel of the call writes nothing when it finds a problem; no host synchronisation, safe in CUDA
+  //! graph capture (core/device_checks.cuh says how the verdict reaches the caller). Off: nothing is checked,
+  //! and the kernels still stay inside their buffers (a sequence whose offsets or slot are out of range is
+  //! skipped), but duplicate slots race.
   bool validate_device_inputs = true;
-  std::int64_t num_state_rows = 0;  //!< S: rows of the state tensors (>= N; needed only with state_index)
+  //! With validation on and the stream not capturing: `run()` synchronises once and returns the verdict.
+  bool wait_for_device_checks = false;
+  //! Optional caller-owned word (device-accessible) into which the verdict's bits are OR-ed; never cleared.
+  unsigned int* device_check_report = nullptr;
+  //! S: rows of the state tensors h0, h_final, decay, dh_final, dh0 when `state_index` is given (else N).
+  std::int64_t num_state_rows = 0;
 
   std::int64_t block_width() const { return num_blocks > 0 ? width / num_blocks : 0; }
   bool packed() const { return cu_seqlens != nullptr; }
