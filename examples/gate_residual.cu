@@ -121,9 +121,13 @@ int main() {
                e_dgate = max_relative_error(dgate, grads.dgate);
   std::printf("relative L2 error vs float64: out %.2e, dy %.2e, dgate %.2e\n", e_out, e_dy, e_dgate);
 
-  // 4. Bad input is a Status, not a crash: an index outside [0, G) is caught before anything is written.
+  // 4. Bad input is a Status, not a crash: an index outside [0, G) is caught on the device and nothing is
+  //    written. run() does not wait for that check (it works inside CUDA graphs); the verdict stays in the
+  //    workspace until it is reused, and read_device_checks() fetches it (set shape.wait_for_device_checks to
+  //    have forward() return it instead).
   d_idx[5] = G;
-  const hawk::Status bad = gr::forward(fwd, ws, bytes, 0);
+  CHECK_STATUS(gr::forward(fwd, ws, bytes, 0));
+  const hawk::Status bad = hawk::read_device_checks(ws, 0);
   std::printf("idx out of range -> %s\n", bad.to_string().c_str());
 
   const bool ok = e_out < 5e-3 && e_dy < 5e-3 && e_dgate < 1e-5 && bad.code() == hawk::StatusCode::kIndexOutOfRange;

@@ -7,8 +7,8 @@
 // (GPU.md). Then the seed's accuracy record (float64 reference) at the two smaller shapes and its batch
 // invariance protocol, computed for real. JSON goes to stdout (and to argv[1] if given); a short table to stderr.
 //
-// Timed runs use validate_indices = false (a validated call synchronises once to read its verdict; the
-// composed PyTorch op has no such check either); every shape is validated once before timing.
+// Timed runs use validate_indices = false (the caller guarantees idx; the composed PyTorch op has no such check
+// either); every shape is validated once before timing.
 #include <cuda_runtime_api.h>
 #include <thrust/device_vector.h>
 #include <thrust/host_vector.h>

@@ -85,6 +85,26 @@ inline Status check_shape(const ProblemShape& shape, DType element, DType gate, 
   return Status::success();
 }
 
+//! The declared index layout (`layout`, `rows_per_group`), shared by forward and backward so that both refuse
+//! the same declarations with the same words. What idx really holds is checked on the device.
+inline Status check_layout(const ProblemShape& shape, IndexLayout layout, std::int64_t rows_per_group) {
+  HAWK_REQUIRE(layout == IndexLayout::kArbitrary || layout == IndexLayout::kUniform ||
+                   layout == IndexLayout::kContiguousSegments,
+               StatusCode::kInvalidArgument,
+               "gate_residual: layout " + std::to_string(static_cast<int>(layout)) +
+                   " is not an IndexLayout (kArbitrary, kUniform or kContiguousSegments)");
+  if (layout != IndexLayout::kUniform) return Status::success();
+  HAWK_REQUIRE(rows_per_group >= 1, StatusCode::kInvalidArgument,
+               "gate_residual: layout kUniform needs rows_per_group >= 1 (idx[r] == r / rows_per_group), got " +
+                   std::to_string(rows_per_group));
+  const std::int64_t groups = shape.num_rows / rows_per_group + (shape.num_rows % rows_per_group != 0 ? 1 : 0);
+  HAWK_REQUIRE(groups <= shape.num_gate_rows, StatusCode::kInvalidArgument,
+               "gate_residual: layout kUniform with rows_per_group = " + std::to_string(rows_per_group) +
+                   " names ceil(num_rows / rows_per_group) = " + std::to_string(groups) +
+                   " gate rows, more than num_gate_rows = " + std::to_string(shape.num_gate_rows));
+  return Status::success();
+}
+
 }  // namespace detail
 }  // namespace gate_residual
 }  // namespace hawk

@@ -49,19 +49,39 @@ struct ProblemShape {
   DType dtype = DType::kBFloat16;        //!< E: residual, y, out, dout, dy, dres
   DType gate_dtype = DType::kBFloat16;   //!< gate: fp32 or bf16
   IndexType index_type = IndexType::kInt64;
-  //! Checking 0 <= idx < G (and the declared layout) needs the device data: a small kernel plus one
-  //! synchronising copy of a flag. On by default; turn it off when the caller guarantees idx (for example
-  //! inside CUDA graph capture, where synchronising is not allowed). Out-of-range idx is then undefined.
+  //! idx lives on the device. With this set (the default), small kernels check 0 <= idx < G and the declared
+  //! layout (`layout`, `rows_per_group`) on the device, and every kernel of the call that writes an output
+  //! reads their verdict first and writes nothing when it is bad. No host synchronisation unless
+  //! `wait_for_device_checks`; safe inside CUDA-graph capture (each replay checks the idx it finds).
+  //! What the caller sees (core/device_checks.cuh):
+  //! - `wait_for_device_checks` set, stream not capturing: run() returns the verdict as its Status;
+  //! - otherwise run() returns success once the work is queued, and the verdict is the first word of the
+  //!   workspace: hawk::read_device_checks(workspace, stream) returns it (until the workspace is reused), and
+  //!   `device_check_report`, when given, has the bits OR-ed in.
+  //! Off: the forward checks nothing (no workspace, nothing to read back) and skips every row whose idx is
+  //! outside [0, G), leaving its out row untouched. The backward still builds its chunk table for
+  //! kArbitrary / kContiguousSegments, which finds out-of-range idx and a false kContiguousSegments claim as a
+  //! by-product: it then writes nothing and reports as above. kUniform is not checked at all: the backward never
+  //! reads idx and computes the gradients of idx[r] = r / rows_per_group. Wrong answers, but no kernel reads or
+  //! writes outside its buffers, whatever idx holds.
   bool validate_indices = true;
-  //! With validation on and the stream not capturing: `run()` synchronises once and returns the verdict
-  //! (core/device_checks.cuh); otherwise `run()` never synchronises and bad idx makes the call write nothing.
+  //! run() synchronises once and returns the verdict of the device checks as its Status (the blocking mode,
+  //! for tests and debugging), unless the stream is being captured. Applies to every call that carries a check
+  //! word: every backward, and the forward when validate_indices.
   bool wait_for_device_checks = false;
-  //! Optional caller-owned word (device-accessible) into which the verdict's bits are OR-ed; never cleared.
+  //! Optional caller-owned word (device memory or mapped pinned memory) into which the verdict's bits
+  //! (hawk::DeviceCheckBit) are OR-ed on the stream; hawk never clears it. Same calls as above.
   unsigned int* device_check_report = nullptr;
 };
 
 struct ForwardArguments {
   ProblemShape shape;
+  //! The layout the caller declares for idx, the same as the backward's. The forward computes the same bits
+  //! under every layout; it checks the declaration (on the host, and on the device when validate_indices) so
+  //! that a wrong one fails at the forward, not only at the backward. kContiguousSegments costs a 4·G-byte
+  //! table in the workspace.
+  IndexLayout layout = IndexLayout::kArbitrary;
+  std::int64_t rows_per_group = 0;  //!< S for kUniform (ignored otherwise)
   const void* residual = nullptr;  //!< [N, D] E
   const void* y = nullptr;         //!< [N, D] E
   const void* gate = nullptr;      //!< [G, D] gate_dtype

@@ -4,7 +4,7 @@
 //!
 //!     using Op = hawk::gate_residual::Backward<__nv_bfloat16, __nv_bfloat16, std::int64_t>;
 //!     HAWK_RETURN_IF_ERROR(Op::can_implement(args));
-//!     const std::size_t bytes = Op::workspace_size(args);   // chunk tables and fp32 partial sums
+//!     const std::size_t bytes = Op::workspace_size(args);   // check word, chunk tables, fp32 partial sums
 //!     HAWK_RETURN_IF_ERROR(Op::run(args, workspace, bytes, stream));
 //!
 //! Outputs: dy (E), dgate (fp32, or gate's type with DgateType::kGateType: the fp32 sum rounded once), and,
@@ -16,8 +16,23 @@
 //! kUniform / kContiguousSegments / kArbitrary descriptions of the same idx, and identical when the batch is
 //! split into pieces that keep each group whole.
 //!
-//! run() order: host checks; the index plan and (when shape.validate_indices) the idx check, both writing only
-//! the workspace, then one synchronising read of the verdict; then the row kernel and the dgate reduction.
+//! What a caller sees:
+//! - Anything decidable on the host (shapes, types, pointers, overlaps, the declared `layout` /
+//!   `rows_per_group`, the workspace size): run() returns the Status before any device work.
+//! - On the device, every call clears its check word, the first word of the workspace (core/device_checks.cuh).
+//!   The checks raise bits in it; the kernels that write dy, dgate and the dresidual copy read it first and
+//!   write nothing when a bit is set. run() does not synchronise: it returns success, and the verdict stays in
+//!   the workspace for hawk::read_device_checks(workspace, stream) and, when given, shape.device_check_report.
+//!   With shape.wait_for_device_checks (and the stream not capturing) run() synchronises once at its end and
+//!   returns the verdict itself. In a CUDA graph every replay re-checks the idx it finds.
+//! - What is checked: with shape.validate_indices, every idx in [0, G) and the declared layout (kUniform:
+//!   idx[r] == r / rows_per_group; kContiguousSegments: one run per gate row). Without it, kArbitrary and
+//!   kContiguousSegments are checked all the same, because building their chunk table finds out-of-range idx
+//!   and a second run of a gate row as a by-product (index_layout.cuh): such a call writes nothing and reports
+//!   like a validated one. kUniform without validation reads no idx at all: it computes the gradients of
+//!   idx[r] = r / rows_per_group, whatever idx holds.
+//! - No layout claim, true or false, validated or not, makes a kernel read or write outside its buffers: the
+//!   chunk table is bounded by the sizes carved for it, whatever idx holds.
 
 #include <cuda_runtime.h>
 
@@ -27,6 +42,7 @@
 #include <string>
 
 #include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
 #include "hawk/gate_residual/argument_checks.hpp"
@@ -57,20 +73,9 @@ class Backward {
     const ProblemShape& shape = args.shape;
     HAWK_RETURN_IF_ERROR(detail::check_shape(shape, ElementTraits<Element>::kDType, ElementTraits<Gate>::kDType,
                                              detail::index_type_of<Index>()));
-    HAWK_REQUIRE(args.layout == IndexLayout::kArbitrary || args.layout == IndexLayout::kUniform ||
-                     args.layout == IndexLayout::kContiguousSegments,
-                 StatusCode::kInvalidArgument, "gate_residual: unknown IndexLayout");
+    HAWK_RETURN_IF_ERROR(detail::check_layout(shape, args.layout, args.rows_per_group));
     HAWK_REQUIRE(args.dgate_type == DgateType::kFloat32 || args.dgate_type == DgateType::kGateType,
                  StatusCode::kInvalidArgument, "gate_residual: unknown DgateType");
-    if (args.layout == IndexLayout::kUniform) {
-      HAWK_REQUIRE(args.rows_per_group >= 1, StatusCode::kInvalidArgument,
-                   "gate_residual: kUniform needs rows_per_group >= 1");
-      const std::int64_t groups =
-          shape.num_rows / args.rows_per_group + (shape.num_rows % args.rows_per_group != 0 ? 1 : 0);
-      HAWK_REQUIRE(groups <= shape.num_gate_rows,
-                   StatusCode::kInvalidArgument,
-                   "gate_residual: kUniform with these rows_per_group needs ceil(N / S) <= num_gate_rows");
-    }
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.dout, sizeof(Element), "dout"));
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.y, sizeof(Element), "y"));
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.gate, sizeof(Gate), "gate"));
@@ -110,9 +115,9 @@ class Backward {
     return Status::success();
   }
 
-  //! Bytes of device workspace run() needs: a flag word, the chunk table (kContiguousSegments, kArbitrary:
-  //! about 40 bytes per row, plus CUB's sort/scan storage) and fp32 partial sums for groups of more than
-  //! kChunkRows rows (at most 2·N/kChunkRows rows of D floats). Returns 0 if CUB's size query fails (run()
+  //! Bytes of device workspace run() needs: the check word (kDeviceCheckBytes), the chunk table
+  //! (kContiguousSegments, kArbitrary: about 40 bytes per row, plus CUB's sort/scan storage) and fp32 partial
+  //! sums for groups of more than kChunkRows rows (at most 2·N/kChunkRows rows of D floats). Returns 0 if CUB's size query fails (run()
   //! then reports the error).
   static std::size_t workspace_size(const BackwardArguments& args) {
     if (!can_implement(args).ok()) return 0;
@@ -127,6 +132,8 @@ class Backward {
     return args.shape.dim % kVec == 0 && vector_aligned(args);
   }
 
+  //! Host checks, then the device checks and the guarded kernels. Returns the verdict of the device checks
+  //! only with shape.wait_for_device_checks; see the file comment.
   static Status run(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes,
                     cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
@@ -143,38 +150,14 @@ class Backward {
     detail::WorkspaceCarver carver(workspace);
     Buffers buffers;
     HAWK_RETURN_IF_ERROR(carve(carver, args, buffers));
-    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(buffers.flag, 0, sizeof(unsigned), stream));
-    const Index* idx = static_cast<const Index*>(args.idx);
-
-    if (args.layout == IndexLayout::kUniform) {
-      if (shape.validate_indices) {
-        detail::check_uniform_layout_kernel<Index>
-            <<<detail::validation_blocks(shape.num_rows), detail::kValidationThreads, 0, stream>>>(
-                idx, shape.num_rows, shape.num_gate_rows, args.rows_per_group, buffers.flag);
-        HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::check_uniform_layout_kernel"));
-        HAWK_RETURN_IF_ERROR(detail::read_validation_flag(buffers.flag, stream));
-      }
-      HAWK_RETURN_IF_ERROR(copy_dresidual(args, stream));
-      const auto chunks = detail::UniformChunks<kChunkRows>::make(shape.num_rows, args.rows_per_group);
-      HAWK_RETURN_IF_ERROR(launch_rows(args, buffers.partials, chunks, chunks.chunk_ids(), stream));
-      // Groups of one chunk are final already; only the multi-chunk groups and the unused tail remain.
-      const std::int64_t begin = chunks.chunks_per_group > 1 ? 0 : chunks.used_groups;
-      return launch_reduce(args, buffers.partials, chunks, begin, stream);
-    }
-
-    detail::TableChunks table{};
-    HAWK_RETURN_IF_ERROR((detail::build_chunk_table<Index, kChunkRows>(
-        idx, shape.num_rows, shape.num_gate_rows, args.layout, buffers.table, buffers.flag, stream, table)));
-    if (shape.validate_indices) HAWK_RETURN_IF_ERROR(detail::read_validation_flag(buffers.flag, stream));
-    HAWK_RETURN_IF_ERROR(copy_dresidual(args, stream));
-    const detail::TableBounds bounds = detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows);
-    HAWK_RETURN_IF_ERROR(launch_rows(args, buffers.partials, table, bounds.chunks, stream));
-    return launch_reduce(args, buffers.partials, table, 0, stream);
+    HAWK_RETURN_IF_ERROR(begin_device_checks(buffers.checks, stream));
+    HAWK_RETURN_IF_ERROR(launch_outputs(args, buffers, stream));
+    return end_device_checks(buffers.checks, shape.wait_for_device_checks, shape.device_check_report, stream);
   }
 
  private:
   struct Buffers {
-    unsigned* flag = nullptr;
+    unsigned* checks = nullptr;  //!< the check word, at offset 0
     detail::ChunkTableBuffers table;
     float* partials = nullptr;
   };
@@ -193,7 +176,8 @@ class Backward {
 
   static Status carve(detail::WorkspaceCarver& carver, const BackwardArguments& args, Buffers& buffers) {
     const ProblemShape& shape = args.shape;
-    buffers.flag = carver.take<unsigned>(1);
+    // The check word first, at offset 0, so that hawk::read_device_checks(workspace) finds it.
+    buffers.checks = reinterpret_cast<unsigned*>(carver.take<unsigned char>(kDeviceCheckBytes));
     std::int64_t partial_rows = 0;
     if (args.layout == IndexLayout::kUniform) {
       partial_rows = detail::UniformChunks<kChunkRows>::make(shape.num_rows, args.rows_per_group).partial_rows();
@@ -206,15 +190,64 @@ class Backward {
     return Status::success();
   }
 
-  static Status copy_dresidual(const BackwardArguments& args, cudaStream_t stream) {
+  //! The checks (validating kUniform), the chunk table (kArbitrary, kContiguousSegments: it checks idx as it
+  //! goes), then the guarded kernels that write dy, dgate and the dresidual copy.
+  static Status launch_outputs(const BackwardArguments& args, const Buffers& buffers, cudaStream_t stream) {
+    const ProblemShape& shape = args.shape;
+    const Index* idx = static_cast<const Index*>(args.idx);
+    if (args.layout == IndexLayout::kUniform) {
+      if (shape.validate_indices) {
+        detail::check_uniform_layout_kernel<Index>
+            <<<detail::validation_blocks(shape.num_rows), detail::kValidationThreads, 0, stream>>>(
+                idx, shape.num_rows, shape.num_gate_rows, args.rows_per_group, buffers.checks);
+        HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::check_uniform_layout_kernel"));
+      }
+      HAWK_RETURN_IF_ERROR(copy_dresidual(args, buffers.checks, stream));
+      const auto chunks = detail::UniformChunks<kChunkRows>::make(shape.num_rows, args.rows_per_group);
+      HAWK_RETURN_IF_ERROR(launch_rows(args, buffers, chunks, chunks.chunk_ids(), stream));
+      // Groups of one chunk are final already; only the multi-chunk groups and the unused tail remain.
+      const std::int64_t begin = chunks.chunks_per_group > 1 ? 0 : chunks.used_groups;
+      return launch_reduce(args, buffers, chunks, begin, stream);
+    }
+
+    detail::TableChunks table{};
+    HAWK_RETURN_IF_ERROR((detail::build_chunk_table<Index, kChunkRows>(
+        idx, shape.num_rows, shape.num_gate_rows, args.layout, buffers.table, buffers.checks, stream, table)));
+    HAWK_RETURN_IF_ERROR(copy_dresidual(args, buffers.checks, stream));
+    HAWK_RETURN_IF_ERROR(launch_rows(args, buffers, table, table.chunk_bound, stream));
+    return launch_reduce(args, buffers, table, 0, stream);
+  }
+
+  //! dresidual = dout, when asked for a separate copy, by a kernel guarded like the others.
+  static Status copy_dresidual(const BackwardArguments& args, const unsigned* checks, cudaStream_t stream) {
     if (args.dresidual == nullptr || args.dresidual == args.dout) return Status::success();
     const std::size_t bytes = static_cast<std::size_t>(args.shape.num_rows * args.shape.dim) * sizeof(Element);
-    HAWK_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(args.dresidual, args.dout, bytes, cudaMemcpyDeviceToDevice, stream));
-    return Status::success();
+    std::size_t word = 16;
+    while (word > sizeof(Element) &&
+           !(bytes % word == 0 && is_aligned(args.dout, word) && is_aligned(args.dresidual, word))) {
+      word /= 2;
+    }
+    switch (word) {
+      case 16: return launch_copy<int4>(args.dout, args.dresidual, bytes, checks, stream);
+      case 8: return launch_copy<int2>(args.dout, args.dresidual, bytes, checks, stream);
+      case 4: return launch_copy<int>(args.dout, args.dresidual, bytes, checks, stream);
+      default: return launch_copy<short>(args.dout, args.dresidual, bytes, checks, stream);
+    }
+  }
+
+  template <class Word>
+  static Status launch_copy(const void* source, void* target, std::size_t bytes, const unsigned* checks,
+                            cudaStream_t stream) {
+    const std::uint64_t words = bytes / sizeof(Word);
+    const std::uint64_t needed = (words + detail::kCopyThreads - 1) / detail::kCopyThreads;
+    const unsigned blocks = static_cast<unsigned>(needed < detail::kCopyMaxBlocks ? needed : detail::kCopyMaxBlocks);
+    detail::copy_dresidual_kernel<Word><<<blocks, detail::kCopyThreads, 0, stream>>>(
+        static_cast<const Word*>(source), static_cast<Word*>(target), words, checks);
+    return last_launch_status("gate_residual::copy_dresidual_kernel");
   }
 
   template <class ChunkMap>
-  static Status launch_rows(const BackwardArguments& args, float* partials, const ChunkMap& chunks,
+  static Status launch_rows(const BackwardArguments& args, const Buffers& buffers, const ChunkMap& chunks,
                             std::int64_t chunk_ids, cudaStream_t stream) {
     const ProblemShape& shape = args.shape;
     const std::uint32_t vectors = static_cast<std::uint32_t>((shape.dim + kVec - 1) / kVec);
@@ -224,7 +257,8 @@ class Backward {
                                                  static_cast<Element*>(args.dy),
                                                  args.dgate,
                                                  dgate_is_float(args),
-                                                 partials,
+                                                 buffers.partials,
+                                                 buffers.checks,
                                                  shape.dim,
                                                  vectors,
                                                  static_cast<std::uint64_t>(chunk_ids) * vectors};
@@ -241,12 +275,13 @@ class Backward {
   }
 
   template <class GroupMap>
-  static Status launch_reduce(const BackwardArguments& args, const float* partials, const GroupMap& groups,
+  static Status launch_reduce(const BackwardArguments& args, const Buffers& buffers, const GroupMap& groups,
                               std::int64_t group_begin, cudaStream_t stream) {
     const ProblemShape& shape = args.shape;
     const std::uint64_t total = static_cast<std::uint64_t>((shape.num_gate_rows - group_begin) * shape.dim);
     if (total == 0) return Status::success();
-    const detail::DgateReduceParams params{partials, args.dgate, dgate_is_float(args), shape.dim, group_begin, total};
+    const detail::DgateReduceParams params{buffers.partials, args.dgate,  dgate_is_float(args), buffers.checks,
+                                           shape.dim,        group_begin, total};
     const unsigned blocks = static_cast<unsigned>((total + detail::kReduceThreads - 1) / detail::kReduceThreads);
     detail::dgate_reduce_kernel<Gate, GroupMap><<<blocks, detail::kReduceThreads, 0, stream>>>(params, groups);
     return last_launch_status("gate_residual::dgate_reduce_kernel");

@@ -10,11 +10,15 @@
 //! fp32 partial-sum buffer, which dgate_reduce_kernel then combines in chunk order. No atomics.
 //!
 //! dy is per element and depends only on its own row's dout and the gate row, hence batch invariant.
+//!
+//! Every kernel here first reads the call's check word and returns at once when a device check failed
+//! (core/device_checks.cuh): bad idx, or a layout claim the chunk table found false, writes nothing.
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/gate_residual/flat_index.cuh"
 #include "hawk/gate_residual/index_layout.cuh"
@@ -33,6 +37,7 @@ struct BackwardParams {
   void* dgate;              //!< float or Gate, per dgate_is_float
   bool dgate_is_float;
   float* partials;          //!< [partial rows, D]
+  const unsigned* checks;   //!< the call's check word
   std::int64_t dim;                //!< D
   std::uint32_t vectors_per_row;   //!< ceil(D / kVec)
   std::uint64_t total_tasks;       //!< chunk ids · vectors_per_row
@@ -54,6 +59,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
     backward_rows_kernel(const BackwardParams<Element, Gate> params, const ChunkMap chunks) {
   constexpr int kVec = ElementTraits<Element>::kVecSize;
   constexpr int kAhead = Tile::kRowsInFlight;
+  if (device_checks_failed(params.checks)) return;
   const std::uint64_t task = static_cast<std::uint64_t>(blockIdx.x) * Tile::kThreads + threadIdx.x;
   if (task >= params.total_tasks) return;
   const RowAndVector at = split_flat_index(task, params.vectors_per_row);
@@ -105,6 +111,24 @@ __global__ void __launch_bounds__(Tile::kThreads)
     store_dgate<kVectorized, Gate>(params.dgate, params.dgate_is_float, span.group * params.dim + column, count, sum);
   } else {
     store_values<kVectorized>(params.partials + span.slot * params.dim + column, count, sum);
+  }
+}
+
+//! The optional dresidual copy (dres = dout, SPEC §2), as a kernel rather than cudaMemcpyAsync so that it
+//! is guarded like every other output. `Word` is the widest of 16, 8, 4, 2 bytes that both pointers and the
+//! size are aligned to; a grid-stride loop over a fixed grid (a copy has no numerics to keep invariant).
+constexpr int kCopyThreads = 256;
+constexpr unsigned kCopyMaxBlocks = 4096;
+
+template <class Word>
+__global__ void __launch_bounds__(kCopyThreads)
+    copy_dresidual_kernel(const Word* __restrict__ source, Word* __restrict__ target, std::uint64_t words,
+                          const unsigned* __restrict__ checks) {
+  if (device_checks_failed(checks)) return;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * kCopyThreads;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * kCopyThreads + threadIdx.x; i < words;
+       i += stride) {
+    target[i] = source[i];
   }
 }
 

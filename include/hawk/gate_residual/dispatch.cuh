@@ -10,7 +10,12 @@
 //! are library constants, never picked from N, D, G or the device, so results (dgate bits included, fixed by
 //! kDefaultChunkRows) are the same on every problem size and every GPU.
 //!
-//! Workspace sizes do not depend on the dtypes, so they are computed without dispatching.
+//! The forward's workspace does not depend on the dtypes, so its size is computed without dispatching.
+//!
+//! Device checks of idx (validate_indices) follow core/device_checks.cuh: run() returns success without
+//! synchronising unless shape.wait_for_device_checks, a call with bad idx writes nothing, and
+//! hawk::read_device_checks(workspace, stream) returns the verdict of the last call that used the workspace.
+//! Pass the backward's `layout` / `rows_per_group` to the forward too: it checks them the same way.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -40,7 +45,8 @@ inline Status forward_can_implement(const ForwardArguments& args) {
   });
 }
 
-//! Workspace bytes of the default forward: 256 when validating idx (a flag word), else 0.
+//! Workspace bytes of the default forward: when validating idx, the check word (256 bytes) plus a 4·G-byte
+//! table for kContiguousSegments; else 0.
 inline std::size_t forward_workspace_size(const ForwardArguments& args) {
   return Forward<float, float, std::int64_t, DefaultForwardTile>::workspace_size(args);
 }

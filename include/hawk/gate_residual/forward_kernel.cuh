@@ -10,11 +10,17 @@
 //!
 //! In place (out == residual) is safe: every thread loads all its inputs before it stores, and each element
 //! is read and written by the same thread only.
+//!
+//! Bad idx: the kernel first reads the call's check word and returns at once when a device check failed
+//! (core/device_checks.cuh), so a validated call with bad idx writes nothing. Without validation (no word) a
+//! row whose idx is outside [0, G) is skipped: its out row is neither read from gate nor written (out keeps
+//! what it held: for in place, the residual). Either way no thread reads outside gate's G rows.
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/gate_residual/flat_index.cuh"
 #include "hawk/gate_residual/vector_access.cuh"
@@ -30,6 +36,8 @@ struct ForwardParams {
   const Gate* gate;
   const Index* idx;
   Element* out;
+  const unsigned* checks;          //!< the call's check word, or null when idx is not validated
+  std::int64_t num_gate_rows;      //!< G: idx outside [0, G) is never used to address gate
   std::int64_t dim;                //!< D
   std::uint32_t vectors_per_row;   //!< ceil(D / kVec)
   std::uint64_t total_vectors;     //!< N · vectors_per_row
@@ -40,6 +48,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
     forward_kernel(const ForwardParams<Element, Gate, Index> params) {
   constexpr int kVec = ElementTraits<Element>::kVecSize;
   constexpr int kPerThread = Tile::kVectorsPerThread;
+  if (device_checks_failed(params.checks)) return;
   const std::uint64_t first =
       static_cast<std::uint64_t>(blockIdx.x) * (Tile::kThreads * kPerThread) + threadIdx.x;
 
@@ -60,7 +69,9 @@ __global__ void __launch_bounds__(Tile::kThreads)
       offset[u] = at.row * params.dim + column;
       const std::int64_t left = params.dim - column;
       count[u] = left < kVec ? static_cast<int>(left) : kVec;
-      gate_offset[u] = load_index(params.idx + at.row) * params.dim + column;
+      const std::int64_t g = load_index(params.idx + at.row);
+      active[u] = g >= 0 && g < params.num_gate_rows;  // only without validation can this be false
+      gate_offset[u] = active[u] ? g * params.dim + column : 0;
     }
   }
 

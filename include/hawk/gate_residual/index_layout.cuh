@@ -17,6 +17,15 @@
 //!   within a key) produces the grouped positions, then the same table as kContiguousSegments, reading rows
 //!   through the sorted permutation.
 //! Because all three enumerate the same rows in the same order into the same chunks, they give the same bits.
+//!
+//! Building a table checks idx as a by-product, whether or not the caller asked for validation: a value
+//! outside [0, G) raises kCheckIdxOutOfRange (and becomes key 0, so that every later kernel stays in bounds),
+//! and a key with two runs raises kCheckIdxNotContiguous (kContiguousSegments only: after kArbitrary's sort
+//! every key has one run). Layout claims are never trusted with memory: a false kContiguousSegments claim can
+//! make far more chunk heads than the table has entries (idx = r % 32 marks nearly every row), so the table
+//! writer drops entries beyond the bounds the host sized the buffers with and raises the bit, and the readers
+//! (TableChunks) clamp to the same bounds. The row and reduction kernels then write nothing (the raised bit),
+//! and even a reader that ran on such a table would stay inside its buffers.
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
@@ -27,10 +36,10 @@
 #include <cstdint>
 
 #include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/macros.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/gate_residual/arguments.hpp"
-#include "hawk/gate_residual/index_validation.cuh"
 #include "hawk/gate_residual/vector_access.cuh"
 #include "hawk/gate_residual/workspace.hpp"
 
@@ -48,7 +57,9 @@ struct ChunkSpan {
 
 //! What the dgate reduction needs of one group.
 struct GroupChunks {
-  enum Kind : int { kUnused, kSingleChunk, kMultiChunk };
+  //! kInconsistent: the chunk table cannot describe the group, which happens only when a false layout claim
+  //! overflowed the table (the build raised kCheckIdxNotContiguous): the reduction leaves the group alone.
+  enum Kind : int { kUnused, kSingleChunk, kMultiChunk, kInconsistent };
   Kind kind;
   std::int64_t first_slot;  //!< kMultiChunk: partial rows first_slot .. first_slot + num_slots - 1
   std::int64_t num_slots;
@@ -107,24 +118,35 @@ struct UniformChunks {
 constexpr std::uint64_t kChunkMark = 1ull;
 constexpr std::uint64_t kSlotMark = 1ull << 32;
 
+//! The chunk table as the kernels read it. Every read is bounded by the sizes the host carved (`chunk_bound`,
+//! `partial_rows`), not by the counts on the device, which a false layout claim can inflate: a chunk or group the
+//! bounded table cannot describe is skipped, never read past. Group keys need no bound: the build maps every
+//! idx outside [0, G) to 0 before anything else reads it.
 struct TableChunks {
-  const std::int32_t* chunk_first;      //!< [chunks + 1] first position of each chunk; [chunks] = N
-  const std::uint32_t* chunk_group;     //!< [chunks]
-  const std::int32_t* chunk_slot;       //!< [chunks] partial row or -1
+  const std::int32_t* chunk_first;      //!< [chunk_bound + 1] first position of each chunk; [chunks] = N
+  const std::uint32_t* chunk_group;     //!< [chunk_bound]
+  const std::int32_t* chunk_slot;       //!< [chunk_bound] partial row or -1
   const std::uint64_t* mark_counts;     //!< [N] inclusive scan of the marks
   const std::int32_t* group_first;      //!< [G] first position of each group, -1 when unused
   const std::int32_t* rows;             //!< [N] row at each position (kArbitrary), or null (identity)
   std::int64_t num_rows;
+  std::int64_t chunk_bound;             //!< entries of the chunk table (TableBounds::chunks)
+  std::int64_t partial_rows;            //!< rows of the partial-sum buffer (TableBounds::partial_rows)
 
+  //! Chunks in the table: the device count, clamped to the entries the table has.
   HAWK_DEVICE std::int64_t num_chunks() const {
-    return static_cast<std::int64_t>(static_cast<std::uint32_t>(mark_counts[num_rows - 1]));
+    return min_i64(static_cast<std::int64_t>(static_cast<std::uint32_t>(mark_counts[num_rows - 1])), chunk_bound);
   }
   HAWK_DEVICE bool chunk(std::int64_t k, ChunkSpan& span) const {
-    if (k >= num_chunks()) return false;
+    if (k < 0 || k >= num_chunks()) return false;
     span.first = chunk_first[k];
-    span.count = chunk_first[k + 1] - span.first;
+    const std::int64_t end = chunk_first[k + 1];
     span.group = chunk_group[k];
     span.slot = chunk_slot[k];
+    // Always true of a table the build wrote (positions increase with k, slots below the bound); checked so
+    // that no layout claim can send a task outside [0, N) or past the partial-sum buffer.
+    if (span.first < 0 || end > num_rows || end <= span.first || span.slot >= partial_rows) return false;
+    span.count = end - span.first;
     return true;
   }
   HAWK_DEVICE std::int64_t row(std::int64_t position) const {
@@ -133,13 +155,16 @@ struct TableChunks {
   HAWK_DEVICE GroupChunks group(std::int64_t g) const {
     const std::int32_t position = group_first[g];
     if (position < 0) return GroupChunks{GroupChunks::kUnused, 0, 0};
+    // A group's first position is always a chunk head, so its count is >= 1.
     const std::int64_t k = static_cast<std::int64_t>(static_cast<std::uint32_t>(mark_counts[position])) - 1;
+    const std::int64_t chunks = num_chunks();
+    if (k < 0 || k >= chunks) return GroupChunks{GroupChunks::kInconsistent, 0, 0};
     const std::int64_t slot = chunk_slot[k];
     if (slot < 0) return GroupChunks{GroupChunks::kSingleChunk, 0, 0};
     // The group's chunks are consecutive, and so are their slots.
-    const std::int64_t chunks = num_chunks();
     std::int64_t n = 1;
     while (k + n < chunks && chunk_group[k + n] == static_cast<std::uint32_t>(g)) ++n;
+    if (slot + n > partial_rows) return GroupChunks{GroupChunks::kInconsistent, 0, 0};
     return GroupChunks{GroupChunks::kMultiChunk, slot, n};
   }
 };
@@ -150,13 +175,13 @@ inline unsigned table_blocks(std::int64_t n) {
   return static_cast<unsigned>((n + kTableThreads - 1) / kTableThreads);
 }
 
-//! idx -> 32-bit group keys (out-of-range values flag the error and become 0, so that later kernels stay in
-//! bounds), and the identity rows the radix sort carries along as values (kArbitrary only).
+//! idx -> 32-bit group keys (out-of-range values raise kCheckIdxOutOfRange and become 0, so that later kernels
+//! stay in bounds), and the identity rows the radix sort carries along as values (kArbitrary only).
 template <class Index>
 __global__ void __launch_bounds__(kTableThreads)
     prepare_group_keys_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                               std::uint32_t* __restrict__ keys, std::int32_t* __restrict__ rows,
-                              unsigned* __restrict__ flag) {
+                              unsigned* __restrict__ checks) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kTableThreads + threadIdx.x;
   bool bad = false;
   if (r < num_rows) {
@@ -165,23 +190,24 @@ __global__ void __launch_bounds__(kTableThreads)
     keys[r] = bad ? 0u : static_cast<std::uint32_t>(value);
     if (rows != nullptr) rows[r] = static_cast<std::int32_t>(r);
   }
-  raise_flag(bad, kFlagIndexOutOfRange, flag);
+  raise_device_check_warp(bad, kCheckIdxOutOfRange, checks);
 }
 
 //! group_first[key] = the first position of the key's run. A second run of the same key (a contiguous-segments
-//! claim that does not hold) loses the compare-and-swap and flags the layout error.
+//! claim that does not hold) loses the compare-and-swap and raises kCheckIdxNotContiguous. (Which run wins is
+//! then a matter of timing; the table built from it is wrong but bounded, and nothing reads it for an output.)
 //! (Templates, like every kernel in a header: a non-template kernel would be defined in every translation unit.)
 template <class Key>
 __global__ void __launch_bounds__(kTableThreads)
     find_group_starts_kernel(const Key* __restrict__ keys, std::int64_t num_rows,
-                             std::int32_t* __restrict__ group_first, unsigned* __restrict__ flag) {
+                             std::int32_t* __restrict__ group_first, unsigned* __restrict__ checks) {
   const std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * kTableThreads + threadIdx.x;
   bool second_run = false;
   if (p < num_rows && (p == 0 || keys[p] != keys[p - 1])) {
     const int previous = atomicCAS(reinterpret_cast<int*>(group_first + keys[p]), -1, static_cast<int>(p));
     second_run = previous != -1;
   }
-  raise_flag(second_run, kFlagLayoutViolated, flag);
+  raise_device_check_warp(second_run, kCheckIdxNotContiguous, checks);
 }
 
 //! Chunk heads: positions R apart from their group's first position; partial slots for groups of > R rows.
@@ -199,25 +225,36 @@ __global__ void __launch_bounds__(kTableThreads)
   marks[p] = head ? (kChunkMark | (several_chunks ? kSlotMark : 0ull)) : 0ull;
 }
 
-//! Scatters the chunk table from the scanned marks; the last position also closes the table with N.
+//! Scatters the chunk table from the scanned marks; the last position also closes the table with N. Chunk k
+//! is written only below `chunk_bound` (the closing entry at min(chunks, chunk_bound)); a chunk number or a
+//! partial slot at or past its bound can only come from a false kContiguousSegments claim, and raises
+//! kCheckIdxNotContiguous. An out-of-bound slot is stored as it is: TableChunks refuses it.
 template <class Key>
 __global__ void __launch_bounds__(kTableThreads)
     write_chunk_table_kernel(const Key* __restrict__ keys, std::int64_t num_rows,
                              const std::uint64_t* __restrict__ marks, const std::uint64_t* __restrict__ counts,
+                             std::int64_t chunk_bound, std::int64_t partial_rows,
                              std::int32_t* __restrict__ chunk_first, Key* __restrict__ chunk_group,
-                             std::int32_t* __restrict__ chunk_slot) {
+                             std::int32_t* __restrict__ chunk_slot, unsigned* __restrict__ checks) {
   const std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * kTableThreads + threadIdx.x;
-  if (p >= num_rows) return;
-  const std::uint64_t mark = marks[p];
-  const std::uint64_t count = counts[p];
-  const std::uint32_t chunk_count = static_cast<std::uint32_t>(count);
-  if (mark & kChunkMark) {
-    const std::uint32_t k = chunk_count - 1;
-    chunk_first[k] = static_cast<std::int32_t>(p);
-    chunk_group[k] = keys[p];
-    chunk_slot[k] = (mark & kSlotMark) ? static_cast<std::int32_t>((count >> 32) - 1) : -1;
+  bool overflow = false;
+  if (p < num_rows) {
+    const std::uint64_t mark = marks[p];
+    const std::uint64_t count = counts[p];
+    const std::int64_t chunk_count = static_cast<std::int64_t>(static_cast<std::uint32_t>(count));
+    if (mark & kChunkMark) {
+      const std::int64_t k = chunk_count - 1;
+      const std::int64_t slot = (mark & kSlotMark) ? static_cast<std::int64_t>(count >> 32) - 1 : -1;
+      overflow = k >= chunk_bound || slot >= partial_rows;
+      if (k < chunk_bound) {
+        chunk_first[k] = static_cast<std::int32_t>(p);
+        chunk_group[k] = keys[p];
+        chunk_slot[k] = static_cast<std::int32_t>(slot);
+      }
+    }
+    if (p == num_rows - 1) chunk_first[min_i64(chunk_count, chunk_bound)] = static_cast<std::int32_t>(num_rows);
   }
-  if (p == num_rows - 1) chunk_first[chunk_count] = static_cast<std::int32_t>(num_rows);
+  raise_device_check_warp(overflow, kCheckIdxNotContiguous, checks);
 }
 
 // ---- host side ---------------------------------------------------------------------------------------------
@@ -292,16 +329,17 @@ struct ChunkTableBuffers {
   }
 };
 
-//! Builds the chunk table on `stream` (workspace writes only) and returns the map the kernels read. idx
-//! problems are recorded in `flag` (which must be zero beforehand); the caller reads it when validating.
+//! Builds the chunk table on `stream` (workspace writes only) and returns the map the kernels read. idx problems
+//! raise their bits in the call's check word `checks` (core/device_checks.cuh; cleared beforehand), whether or
+//! not the caller validates: the kernels that read the table for an output must be guarded by that word.
 template <class Index, int kChunkRows>
 Status build_chunk_table(const Index* idx, std::int64_t num_rows, std::int64_t num_gate_rows, IndexLayout layout,
-                         ChunkTableBuffers& b, unsigned* flag, cudaStream_t stream, TableChunks& table) {
+                         const ChunkTableBuffers& b, unsigned* checks, cudaStream_t stream, TableChunks& table) {
   const bool sort = layout == IndexLayout::kArbitrary;
   const unsigned blocks = table_blocks(num_rows);
   const int items = static_cast<int>(num_rows);
   prepare_group_keys_kernel<Index><<<blocks, kTableThreads, 0, stream>>>(idx, num_rows, num_gate_rows, b.keys,
-                                                                         sort ? b.rows : nullptr, flag);
+                                                                         sort ? b.rows : nullptr, checks);
   HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::prepare_group_keys_kernel"));
   const std::uint32_t* keys = b.keys;
   const std::int32_t* rows = nullptr;
@@ -315,17 +353,21 @@ Status build_chunk_table(const Index* idx, std::int64_t num_rows, std::int64_t n
   }
   HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(b.group_first, 0xFF,
                                             static_cast<std::size_t>(num_gate_rows) * sizeof(std::int32_t), stream));
-  find_group_starts_kernel<std::uint32_t><<<blocks, kTableThreads, 0, stream>>>(keys, num_rows, b.group_first, flag);
+  find_group_starts_kernel<std::uint32_t>
+      <<<blocks, kTableThreads, 0, stream>>>(keys, num_rows, b.group_first, checks);
   HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::find_group_starts_kernel"));
   mark_chunk_heads_kernel<kChunkRows><<<blocks, kTableThreads, 0, stream>>>(keys, num_rows, b.group_first, b.marks);
   HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::mark_chunk_heads_kernel"));
   std::size_t bytes = b.cub_bytes;
   HAWK_RETURN_IF_CUDA_ERROR(
       cub::DeviceScan::InclusiveSum(b.cub_storage, bytes, b.marks, b.counts, items, stream));
-  write_chunk_table_kernel<std::uint32_t><<<blocks, kTableThreads, 0, stream>>>(keys, num_rows, b.marks, b.counts, b.chunk_first,
-                                                                 b.chunk_group, b.chunk_slot);
+  const TableBounds bounds = table_bounds(num_rows, num_gate_rows, kChunkRows);
+  write_chunk_table_kernel<std::uint32_t><<<blocks, kTableThreads, 0, stream>>>(
+      keys, num_rows, b.marks, b.counts, bounds.chunks, bounds.partial_rows, b.chunk_first, b.chunk_group,
+      b.chunk_slot, checks);
   HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::write_chunk_table_kernel"));
-  table = TableChunks{b.chunk_first, b.chunk_group, b.chunk_slot, b.counts, b.group_first, rows, num_rows};
+  table = TableChunks{b.chunk_first, b.chunk_group, b.chunk_slot, b.counts, b.group_first, rows,
+                      num_rows,      bounds.chunks, bounds.partial_rows};
   return Status::success();
 }
 

@@ -2,52 +2,54 @@
 //! \file
 //! Checking idx on the device: every value in [0, G), and the layout the caller declared.
 //!
-//! The check is a small kernel that raises bits of a flag in the workspace (integer atomics on one word, only
-//! when something is wrong), then one synchronising copy of that flag. The default entry points run it before
-//! anything is written; `ProblemShape::validate_indices = false` skips it (CUDA graph capture).
+//! The checks follow core/device_checks.cuh: small kernels that raise bits of the call's check word (integer
+//! atomics, once per warp that saw a problem, none on valid input); the kernels that write outputs read the word
+//! and write nothing when a bit is set. Nothing here synchronises, so the checks run inside CUDA-graph capture
+//! and every replay re-checks the idx it finds. `ProblemShape::validate_indices = false` skips them.
+//!
+//! Which check runs (both operators; the backward's chunk table checks kArbitrary and kContiguousSegments as it
+//! is built, index_layout.cuh):
+//! - kArbitrary: range only (kCheckIdxOutOfRange);
+//! - kUniform: range and idx[r] == r / rows_per_group (kCheckIdxNotUniform);
+//! - kContiguousSegments: range and one run per gate row (kCheckIdxNotContiguous), with a G-entry table of each
+//!   gate row's first run in the workspace.
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "hawk/core/cuda_status.hpp"
-#include "hawk/core/status.hpp"
+#include "hawk/core/device_checks.cuh"
 #include "hawk/gate_residual/vector_access.cuh"
 
 namespace hawk {
 namespace gate_residual {
 namespace detail {
 
-//! Bits of the validation flag.
-constexpr unsigned kFlagIndexOutOfRange = 1u;
-constexpr unsigned kFlagLayoutViolated = 2u;
 constexpr int kValidationThreads = 256;
 
-HAWK_DEVICE void raise_flag(bool bad, unsigned bits, unsigned* flag) {
-  // One atomic per warp that saw a problem; none on valid input.
-  const unsigned any = __ballot_sync(0xFFFFFFFFu, bad);
-  if (any != 0 && (threadIdx.x % 32) == static_cast<unsigned>(__ffs(static_cast<int>(any)) - 1)) atomicOr(flag, bits);
+inline unsigned validation_blocks(std::int64_t num_rows) {
+  return static_cast<unsigned>((num_rows + kValidationThreads - 1) / kValidationThreads);
 }
 
-//! Flags any idx outside [0, G).
+//! Raises kCheckIdxOutOfRange for any idx outside [0, G).
 template <class Index>
 __global__ void __launch_bounds__(kValidationThreads)
     check_index_range_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
-                             unsigned* __restrict__ flag) {
+                             unsigned* __restrict__ checks) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kValidationThreads + threadIdx.x;
   bool bad = false;
   if (r < num_rows) {
     const std::int64_t value = load_index(idx + r);
     bad = value < 0 || value >= num_gate_rows;
   }
-  raise_flag(bad, kFlagIndexOutOfRange, flag);
+  raise_device_check_warp(bad, kCheckIdxOutOfRange, checks);
 }
 
-//! Flags idx outside [0, G) (bit 1) and idx[r] != r / S (bit 2) for the uniform layout.
+//! Raises kCheckIdxOutOfRange for idx outside [0, G) and kCheckIdxNotUniform for idx[r] != r / S.
 template <class Index>
 __global__ void __launch_bounds__(kValidationThreads)
     check_uniform_layout_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
-                                std::int64_t rows_per_group, unsigned* __restrict__ flag) {
+                                std::int64_t rows_per_group, unsigned* __restrict__ checks) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kValidationThreads + threadIdx.x;
   bool out_of_range = false;
   bool not_uniform = false;
@@ -56,26 +58,32 @@ __global__ void __launch_bounds__(kValidationThreads)
     out_of_range = value < 0 || value >= num_gate_rows;
     not_uniform = !out_of_range && value != r / rows_per_group;
   }
-  raise_flag(out_of_range, kFlagIndexOutOfRange, flag);
-  raise_flag(not_uniform, kFlagLayoutViolated, flag);
+  raise_device_check_warp(out_of_range, kCheckIdxOutOfRange, checks);
+  raise_device_check_warp(not_uniform, kCheckIdxNotUniform, checks);
 }
 
-inline unsigned validation_blocks(std::int64_t num_rows) {
-  return static_cast<unsigned>((num_rows + kValidationThreads - 1) / kValidationThreads);
-}
-
-//! Copies the flag to the host (synchronising `stream`) and turns it into a Status.
-inline Status read_validation_flag(const unsigned* flag, cudaStream_t stream) {
-  unsigned bits = 0;
-  HAWK_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(&bits, flag, sizeof(bits), cudaMemcpyDeviceToHost, stream));
-  HAWK_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream));
-  if (bits & kFlagIndexOutOfRange)
-    return Status(StatusCode::kIndexOutOfRange, "gate_residual: idx holds a value outside [0, num_gate_rows)");
-  if (bits & kFlagLayoutViolated)
-    return Status(StatusCode::kInvalidArgument,
-                  "gate_residual: idx does not follow the declared layout (kUniform: idx[r] == r / rows_per_group; "
-                  "kContiguousSegments: each gate row's rows form one contiguous run); use kArbitrary");
-  return Status::success();
+//! Raises kCheckIdxOutOfRange for idx outside [0, G) and kCheckIdxNotContiguous when a gate row's rows form
+//! more than one run. Every run start claims `run_start[value]` (G entries, all -1 beforehand) with a
+//! compare-and-swap; a second run of the same value finds the entry taken. The backward's
+//! find_group_starts_kernel does the same on its group keys; this one reads idx directly, for the forward.
+template <class Index>
+__global__ void __launch_bounds__(kValidationThreads)
+    check_contiguous_segments_kernel(const Index* __restrict__ idx, std::int64_t num_rows,
+                                     std::int64_t num_gate_rows, std::int32_t* __restrict__ run_start,
+                                     unsigned* __restrict__ checks) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kValidationThreads + threadIdx.x;
+  bool out_of_range = false;
+  bool second_run = false;
+  if (r < num_rows) {
+    const std::int64_t value = load_index(idx + r);
+    out_of_range = value < 0 || value >= num_gate_rows;
+    if (!out_of_range && (r == 0 || load_index(idx + r - 1) != value)) {
+      const int previous = atomicCAS(reinterpret_cast<int*>(run_start + value), -1, static_cast<int>(r));
+      second_run = previous != -1;
+    }
+  }
+  raise_device_check_warp(out_of_range, kCheckIdxOutOfRange, checks);
+  raise_device_check_warp(second_run, kCheckIdxNotContiguous, checks);
 }
 
 }  // namespace detail

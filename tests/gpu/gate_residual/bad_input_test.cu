@@ -1,91 +1,16 @@
-// Bad input: every problem the operators can detect returns its StatusCode and leaves every output untouched
-// (still poisoned). Also the default dispatch: each runtime (dtype, gate dtype, index type) reaches a kernel
-// that matches float64, and types hawk does not take are refused.
-#include "gate_residual_test_support.cuh"
+// Bad input: every problem the operators can detect gives its StatusCode and leaves every output untouched
+// (still poisoned). Problems decidable on the host are run()'s Status; problems in idx are found on the device
+// and delivered as core/device_checks.cuh says: by run() in the blocking mode, by read_device_checks() on the
+// workspace in the default deferred mode, and in the caller's report word; each is tested. The forward refuses
+// the same layout declarations as the backward. Also the default dispatch: each runtime (dtype, gate dtype,
+// index type) reaches a kernel that matches float64, and types hawk does not take are refused.
+#include "bad_input_support.cuh"
 
 using hawk_test::raw;
 
 namespace {
 
-using E = __nv_bfloat16;
-using Gt = __nv_bfloat16;
-using I = std::int64_t;
-namespace gr = hawk::gate_residual;
-using hawk::StatusCode;
-
-//! A small valid problem with poisoned outputs; tests break one thing at a time.
-struct Fixture {
-  std::int64_t N = 257, D = 1152, G = 9;
-  thrust::device_vector<E> residual, y, dout, out, dy, dres;
-  thrust::device_vector<Gt> gate;
-  thrust::device_vector<I> idx;
-  thrust::device_vector<float> dgate;
-  thrust::device_vector<unsigned char> workspace;
-  std::vector<std::int64_t> idx_host;
-
-  Fixture() {
-    const std::size_t n = static_cast<std::size_t>(N * D);
-    for (auto* v : {&residual, &y, &dout}) {
-      v->resize(n);
-      gr_test::fill_uniform(*v, -2.0f, 2.0f, hawk_test::fresh_seed());
-    }
-    for (auto* v : {&out, &dy, &dres}) v->resize(n);
-    gate.resize(static_cast<std::size_t>(G * D));
-    gr_test::fill_uniform(gate, -1.5f, 1.5f, hawk_test::fresh_seed());
-    dgate.resize(static_cast<std::size_t>(G * D));
-    set_idx_uniform(30);  // idx = r / 30: valid for every layout
-    poison_outputs();
-    workspace.resize(64 << 20);
-  }
-  void set_idx_uniform(std::int64_t S) {
-    idx_host.resize(static_cast<std::size_t>(N));
-    for (std::int64_t r = 0; r < N; ++r) idx_host[r] = r / S;
-    idx = gr_test::upload_index<I>(idx_host);
-  }
-  void set_idx(std::int64_t row, std::int64_t value) {
-    idx_host[row] = value;
-    idx[row] = value;
-  }
-  void poison_outputs() {
-    hawk_test::poison(out);
-    hawk_test::poison(dy);
-    hawk_test::poison(dres);
-    hawk_test::poison(dgate);
-  }
-  gr::ForwardArguments forward_args() {
-    gr::ForwardArguments a;
-    a.shape = gr_test::shape_of<E, Gt, I>(N, D, G);
-    a.residual = raw(residual);
-    a.y = raw(y);
-    a.gate = raw(gate);
-    a.idx = raw(idx);
-    a.out = raw(out);
-    return a;
-  }
-  gr::BackwardArguments backward_args(gr::IndexLayout layout = gr::IndexLayout::kArbitrary, std::int64_t S = 0) {
-    gr::BackwardArguments a;
-    a.shape = gr_test::shape_of<E, Gt, I>(N, D, G);
-    a.layout = layout;
-    a.rows_per_group = S;
-    a.dout = raw(dout);
-    a.y = raw(y);
-    a.gate = raw(gate);
-    a.idx = raw(idx);
-    a.dy = raw(dy);
-    a.dgate = raw(dgate);
-    a.dresidual = raw(dres);
-    return a;
-  }
-  bool outputs_untouched() {
-    HAWK_TEST_CUDA(cudaDeviceSynchronize());
-    for (const auto* v : {&out, &dy, &dres}) {
-      const auto bytes = hawk_test::bytes_of(*v);
-      if (std::any_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b != 0xFF; })) return false;
-    }
-    const auto bytes = hawk_test::bytes_of(dgate);
-    return std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 0xFF; });
-  }
-};
+using namespace gr_bad;
 
 template <class Op = gr::Forward<E, Gt, I>>
 StatusCode run_forward(Fixture& f, const gr::ForwardArguments& a) {
@@ -148,14 +73,18 @@ TEST_CASE("forward: bad shapes, null, misaligned or overlapping pointers return 
   }
 }
 
-TEST_CASE("forward: idx out of range returns kIndexOutOfRange and writes nothing", "[gate_residual][gpu][bad_input]") {
+TEST_CASE("forward: idx out of range is found on the device, delivered in every mode, and nothing is written",
+          "[gate_residual][gpu][bad_input]") {
   for (std::int64_t bad : {std::int64_t{9}, std::int64_t{-1}, std::int64_t{1} << 40}) {
     for (std::int64_t row : {std::int64_t{0}, std::int64_t{128}, std::int64_t{256}}) {
-      Fixture f;
-      f.set_idx(row, bad);
-      INFO("idx[" << row << "] = " << bad);
-      CHECK(run_forward(f, f.forward_args()) == StatusCode::kIndexOutOfRange);
-      CHECK(f.outputs_untouched());
+      for (gr::IndexLayout layout :
+           {gr::IndexLayout::kArbitrary, gr::IndexLayout::kUniform, gr::IndexLayout::kContiguousSegments}) {
+        Fixture f;
+        f.set_idx(row, bad);
+        INFO("idx[" << row << "] = " << bad << ", layout " << gr::to_string(layout));
+        expect_device_rejection<gr::Forward<E, Gt, I>>(f, f.forward_args(layout, 30), StatusCode::kIndexOutOfRange,
+                                                       "idx", hawk::kCheckIdxOutOfRange);
+      }
     }
   }
 }
@@ -184,16 +113,6 @@ TEST_CASE("backward: bad shapes, pointers and layout descriptions return their s
   // ceil(257 / 20) = 13 groups > G = 9
   { auto a = f.backward_args(gr::IndexLayout::kUniform, 20); expect(a, StatusCode::kInvalidArgument); }
   { auto a = f.backward_args(); a.layout = static_cast<gr::IndexLayout>(7); expect(a, StatusCode::kInvalidArgument); }
-  // idx = r / 30 declared uniform with S = 31: a layout that does not hold.
-  { auto a = f.backward_args(gr::IndexLayout::kUniform, 31); expect(a, StatusCode::kInvalidArgument); }
-  {
-    // Group 0 appears in two runs: not contiguous segments (but fine as arbitrary).
-    f.set_idx(200, 0);
-    expect(f.backward_args(gr::IndexLayout::kContiguousSegments), StatusCode::kInvalidArgument);
-    CHECK(run_backward(f, f.backward_args(gr::IndexLayout::kArbitrary)) == StatusCode::kSuccess);
-    f.set_idx_uniform(30);
-    f.poison_outputs();
-  }
   {
     using Strict = gr::Backward<E, Gt, I, gr::BackwardTile<128, 32, 4, true>>;
     auto a = f.backward_args();
@@ -210,28 +129,150 @@ TEST_CASE("backward: bad shapes, pointers and layout descriptions return their s
   }
 }
 
-TEST_CASE("backward: idx out of range returns kIndexOutOfRange under every layout and writes nothing",
+TEST_CASE("backward: a layout declaration idx does not follow is found on the device and nothing is written",
+          "[gate_residual][gpu][bad_input]") {
+  Fixture f;
+  // idx = r / 30 declared uniform with S = 31: host-valid (ceil(257 / 31) = 9 gate rows), false on the device.
+  expect_device_rejection<gr::Backward<E, Gt, I>>(f, f.backward_args(gr::IndexLayout::kUniform, 31),
+                                                  StatusCode::kInvalidArgument, "rows_per_group",
+                                                  hawk::kCheckIdxNotUniform);
+  // Group 0 appears in two runs: not contiguous segments (but fine as arbitrary).
+  f.set_idx(200, 0);
+  expect_device_rejection<gr::Backward<E, Gt, I>>(f, f.backward_args(gr::IndexLayout::kContiguousSegments),
+                                                  StatusCode::kInvalidArgument, "layout",
+                                                  hawk::kCheckIdxNotContiguous);
+  const Outcome o = run_with<gr::Backward<E, Gt, I>>(f, f.backward_args(gr::IndexLayout::kArbitrary),
+                                                     Delivery::kBlocking);
+  INFO(o.returned.to_string());
+  CHECK(o.returned.ok());
+  CHECK_FALSE(f.outputs_untouched());
+}
+
+TEST_CASE("backward: idx out of range is found under every layout, delivered in every mode, and nothing is written",
           "[gate_residual][gpu][bad_input]") {
   for (gr::IndexLayout layout :
        {gr::IndexLayout::kArbitrary, gr::IndexLayout::kContiguousSegments, gr::IndexLayout::kUniform}) {
-    for (std::int64_t bad : {std::int64_t{9}, std::int64_t{-1}}) {
+    for (std::int64_t bad : {std::int64_t{9}, std::int64_t{-1}, std::int64_t{1} << 40}) {
       Fixture f;
       f.set_idx(256, bad);
       INFO("layout " << gr::to_string(layout) << ", idx[256] = " << bad);
-      CHECK(run_backward(f, f.backward_args(layout, 30)) == StatusCode::kIndexOutOfRange);
-      CHECK(f.outputs_untouched());
+      expect_device_rejection<gr::Backward<E, Gt, I>>(f, f.backward_args(layout, 30), StatusCode::kIndexOutOfRange,
+                                                      "idx", hawk::kCheckIdxOutOfRange);
     }
   }
 }
 
-TEST_CASE("negative control: with valid input the same fixture writes every output", "[gate_residual][gpu][bad_input]") {
+TEST_CASE("forward: refuses the layout declarations the backward refuses, with the same words",
+          "[gate_residual][gpu][bad_input]") {
   Fixture f;
-  CHECK(run_forward(f, f.forward_args()) == StatusCode::kSuccess);
-  CHECK(run_backward(f, f.backward_args(gr::IndexLayout::kUniform, 30)) == StatusCode::kSuccess);
-  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  SECTION("on the host: the same Status and message as the backward's, naming layout or rows_per_group") {
+    struct Declaration {
+      gr::IndexLayout layout;
+      std::int64_t rows_per_group;
+      const char* word;
+    };
+    const Declaration declarations[] = {
+        {gr::IndexLayout::kUniform, 0, "rows_per_group"},
+        {gr::IndexLayout::kUniform, -3, "rows_per_group"},
+        {gr::IndexLayout::kUniform, 20, "rows_per_group"},  // ceil(257 / 20) = 13 gate rows > G = 9
+        {static_cast<gr::IndexLayout>(7), 0, "layout"},
+    };
+    for (const Declaration& d : declarations) {
+      INFO("layout " << static_cast<int>(d.layout) << ", rows_per_group " << d.rows_per_group);
+      auto fa = f.forward_args(d.layout, d.rows_per_group);
+      fa.shape.validate_indices = false;  // a host check: refused whether or not the device would look
+      const hawk::Status forward = gr::Forward<E, Gt, I>::run(fa, raw(f.workspace), f.workspace.size(), 0);
+      const hawk::Status backward =
+          gr::Backward<E, Gt, I>::run(f.backward_args(d.layout, d.rows_per_group), raw(f.workspace),
+                                      f.workspace.size(), 0);
+      INFO("forward: " << forward.to_string() << "; backward: " << backward.to_string());
+      CHECK(forward.code() == StatusCode::kInvalidArgument);
+      CHECK(mentions(forward, d.word));
+      CHECK(forward.code() == backward.code());
+      CHECK(forward.message() == backward.message());
+      CHECK(gr::forward_can_implement(fa).code() == StatusCode::kInvalidArgument);
+      CHECK(f.outputs_untouched());
+    }
+  }
+  SECTION("on the device: a false kUniform claim") {
+    expect_device_rejection<gr::Forward<E, Gt, I>>(f, f.forward_args(gr::IndexLayout::kUniform, 31),
+                                                   StatusCode::kInvalidArgument, "rows_per_group",
+                                                   hawk::kCheckIdxNotUniform);
+  }
+  SECTION("on the device: a false kContiguousSegments claim") {
+    f.set_idx(200, 0);
+    expect_device_rejection<gr::Forward<E, Gt, I>>(f, f.forward_args(gr::IndexLayout::kContiguousSegments),
+                                                   StatusCode::kInvalidArgument, "layout",
+                                                   hawk::kCheckIdxNotContiguous);
+    // The same idx declared arbitrary is fine.
+    const Outcome o = run_with<gr::Forward<E, Gt, I>>(f, f.forward_args(gr::IndexLayout::kArbitrary),
+                                                      Delivery::kBlocking);
+    INFO(o.returned.to_string());
+    CHECK(o.returned.ok());
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    CHECK(hawk_test::compare(hawk_test::to_host(f.out), hawk_test::to_host(f.residual)).non_finite == 0);
+  }
+  SECTION("true claims pass: idx = r / 30 is uniform with S = 30 and contiguous") {
+    for (gr::IndexLayout layout : {gr::IndexLayout::kUniform, gr::IndexLayout::kContiguousSegments}) {
+      f.poison_outputs();
+      const Outcome o = run_with<gr::Forward<E, Gt, I>>(f, f.forward_args(layout, 30), Delivery::kReport);
+      INFO(gr::to_string(layout) << ": " << o.returned.to_string() << " / " << o.verdict.to_string());
+      CHECK(o.returned.ok());
+      CHECK(o.verdict.ok());
+      CHECK(o.report_bits == 0u);
+      CHECK(hawk_test::compare(hawk_test::to_host(f.out), hawk_test::to_host(f.residual)).non_finite == 0);
+    }
+  }
+}
+
+TEST_CASE("the report word is sticky and the workspace holds the last call's verdict",
+          "[gate_residual][gpu][bad_input]") {
+  Fixture f;
+  HAWK_TEST_CUDA(cudaMemset(raw(f.report), 0, sizeof(unsigned)));
+  auto fa = f.forward_args(gr::IndexLayout::kUniform, 30);
+  fa.shape.device_check_report = raw(f.report);
+  auto ba = f.backward_args(gr::IndexLayout::kUniform, 30);
+  ba.shape.device_check_report = raw(f.report);
+  using F = gr::Forward<E, Gt, I>;
+  using B = gr::Backward<E, Gt, I>;
+
+  f.set_idx(17, 8);  // in range, but not 17 / 30
+  REQUIRE(F::run(fa, raw(f.workspace), f.workspace.size(), 0).ok());
+  CHECK(hawk::read_device_checks(raw(f.workspace), 0).code() == StatusCode::kInvalidArgument);
+  CHECK(f.report_bits() == static_cast<unsigned>(hawk::kCheckIdxNotUniform));
+  f.set_idx(18, -1);
+  REQUIRE(B::run(ba, raw(f.workspace), f.workspace.size(), 0).ok());
+  CHECK(hawk::read_device_checks(raw(f.workspace), 0).code() == StatusCode::kIndexOutOfRange);
+  CHECK(f.report_bits() == (hawk::kCheckIdxNotUniform | hawk::kCheckIdxOutOfRange));
+  CHECK(f.outputs_untouched());
+
+  // Good idx again: the calls write and their own verdict is clean, but the report keeps what it saw.
+  f.set_idx_uniform(30);
+  REQUIRE(F::run(fa, raw(f.workspace), f.workspace.size(), 0).ok());
+  REQUIRE(B::run(ba, raw(f.workspace), f.workspace.size(), 0).ok());
+  CHECK(hawk::read_device_checks(raw(f.workspace), 0).ok());
+  CHECK(f.report_bits() == (hawk::kCheckIdxNotUniform | hawk::kCheckIdxOutOfRange));
   CHECK_FALSE(f.outputs_untouched());
-  for (const auto* v : {&f.out, &f.dy, &f.dres}) CHECK(hawk_test::compare(hawk_test::to_host(*v), hawk_test::to_host(f.dout)).non_finite == 0);
-  CHECK(hawk_test::compare(hawk_test::to_host(f.dgate), std::vector<double>(f.dgate.size(), 1.0)).non_finite == 0);
+}
+
+TEST_CASE("negative control: with valid input the same fixture writes every output", "[gate_residual][gpu][bad_input]") {
+  for (Delivery delivery : kEveryDelivery) {
+    INFO(to_string(delivery));
+    Fixture f;
+    const Outcome forward = run_with<gr::Forward<E, Gt, I>>(f, f.forward_args(gr::IndexLayout::kUniform, 30), delivery);
+    const Outcome backward =
+        run_with<gr::Backward<E, Gt, I>>(f, f.backward_args(gr::IndexLayout::kUniform, 30), delivery);
+    INFO(forward.verdict.to_string() << " / " << backward.verdict.to_string());
+    CHECK(forward.returned.ok());
+    CHECK(forward.verdict.ok());
+    CHECK(backward.returned.ok());
+    CHECK(backward.verdict.ok());
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    CHECK_FALSE(f.outputs_untouched());
+    for (const auto* v : {&f.out, &f.dy, &f.dres})
+      CHECK(hawk_test::compare(hawk_test::to_host(*v), hawk_test::to_host(f.dout)).non_finite == 0);
+    CHECK(hawk_test::compare(hawk_test::to_host(f.dgate), std::vector<double>(f.dgate.size(), 1.0)).non_finite == 0);
+  }
 }
 
 namespace {

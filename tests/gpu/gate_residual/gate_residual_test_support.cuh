@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -24,6 +25,9 @@ namespace gr_test {
 
 namespace gr = hawk::gate_residual;
 using hawk_test::raw;
+
+//! True under compute-sanitizer (tests/run_sanitizer.py sets HAWK_SANITIZE): tests shrink their sizes.
+inline bool sanitizing() { return std::getenv("HAWK_SANITIZE") != nullptr; }
 
 // ---- fast random numbers (the suite generates tens of millions of values) -----------------------------------
 
