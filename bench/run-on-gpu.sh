@@ -6,8 +6,12 @@
 #
 # --sweep also runs the configuration sweeps (build-gpu/bench/*/sweep_*): candidates against the shipped ones.
 #
-# --sanitize runs every GPU test case under memcheck and racecheck, HAWK_SANITIZE_JOBS at a time (default 12);
-# HAWK_SANITIZE_SKIP_CLEAN="log ..." skips what earlier tests/run_sanitizer.py logs report clean.
+# --sanitize runs every GPU test case under compute-sanitizer's memcheck, racecheck, initcheck and synccheck
+# (HAWK_SANITIZE_TOOLS="memcheck initcheck" picks fewer), HAWK_SANITIZE_JOBS at a time (default 12), over the
+# GPUs in HAWK_SANITIZE_GPUS (e.g. "0,1"; default: the visible ones as CUDA sees them);
+# HAWK_SANITIZE_SKIP_CLEAN="log ..." skips what earlier tests/run_sanitizer.py logs report clean;
+# HAWK_SANITIZE_SUITES="hawk_gpu_rglru ..." limits the suites (default: all), HAWK_SANITIZE_EXAMPLES=0 skips the
+# examples.
 set -uo pipefail
 out=${1:?usage: bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize]}
 shift
@@ -52,15 +56,21 @@ if [ $sanitize = 1 ]; then
   # tests/run_sanitizer.py.
   t0=$(date +%s)
   exes=$(ls build-gpu/tests/hawk_gpu_* build-gpu/tests/gpu/*/hawk_gpu_* 2>/dev/null)
+  if [ -n "${HAWK_SANITIZE_SUITES:-}" ]; then
+    chosen=""; for exe in $exes; do for suite in $HAWK_SANITIZE_SUITES; do
+      [ "$(basename "$exe")" = "$suite" ] && chosen="$chosen $exe"; done; done; exes=$chosen
+  fi
   # context_parallel runs as 2 ranks emulated on one GPU (its NCCL mode needs one GPU per rank).
-  programs=(); for example in build-gpu/examples/*; do
+  programs=(); [ "${HAWK_SANITIZE_EXAMPLES:-1}" = 0 ] || for example in build-gpu/examples/*; do
     [ -x "$example" ] && [ -f "$example" ] || continue
     if [ "$(basename "$example")" = context_parallel ]; then programs+=(--program "$example --emulate 2")
     else programs+=(--program "$example"); fi
   done
   # HAWK_SANITIZE_SKIP_CLEAN="log ...": skip what earlier logs of the same kernels report clean.
   skip=(); for log in ${HAWK_SANITIZE_SKIP_CLEAN:-}; do skip+=(--skip-clean "$log"); done
-  python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --jobs "${HAWK_SANITIZE_JOBS:-12}" "${skip[@]}" \
+  tools=(); for tool in ${HAWK_SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do tools+=(--tool "$tool"); done
+  gpus=(); [ -n "${HAWK_SANITIZE_GPUS:-}" ] && gpus=(--gpus "$HAWK_SANITIZE_GPUS")
+  python3 tests/run_sanitizer.py "${tools[@]}" "${gpus[@]}" --jobs "${HAWK_SANITIZE_JOBS:-12}" "${skip[@]}" \
     "${programs[@]}" --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1 || status=1
   grep -E "^FAILED|^sanitizer:" "$out/sanitize.log" | head -n 40
   echo "sanitize: $(( $(date +%s) - t0 )) s"

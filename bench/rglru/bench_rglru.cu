@@ -43,7 +43,9 @@ struct Measurement {
 };
 
 //! The forward at one shape, mode and contract, against a copy of the bytes it must move.
-Measurement measure_forward(const Shape& s, GateMode mode, ResetMode reset_mode, bool with_h0, bool decode) {
+//! `checked`: the device checks of state_index on (decode rows only), as a serving engine that keeps them runs.
+Measurement measure_forward(const Shape& s, GateMode mode, ResetMode reset_mode, bool with_h0, bool decode,
+                            bool checked = false) {
   const std::int64_t state_rows = decode ? 2 * s.B : s.B;
   std::size_t free_before = 0, free_after = 0, total = 0;
   BENCH_CUDA(cudaMemGetInfo(&free_before, &total));
@@ -61,12 +63,29 @@ Measurement measure_forward(const Shape& s, GateMode mode, ResetMode reset_mode,
   m.peak_bytes = free_before > free_after ? free_before - free_after : b.bytes;
 
   bool failed = false;
+  thrust::device_vector<unsigned char> workspace;
+  auto args_of = [&](int set) {
+    ForwardArguments a = arguments(s, mode, reset_mode, with_h0, decode, b, set, state_rows);
+    a.shape.validate_device_inputs = checked;
+    return a;
+  };
+  workspace.resize(std::max<std::size_t>(1, hawk::rglru::forward_workspace_size(args_of(0))));
+  if (checked) {  // the slots must pass the checks, or the timed calls would time kernels that write nothing
+    ForwardArguments a = args_of(0);
+    a.shape.wait_for_device_checks = true;
+    const hawk::Status verdict = hawk::rglru::decode(a, raw(workspace), workspace.size(), nullptr);
+    if (!verdict.ok()) {
+      std::fprintf(stderr, "checked decode failed: %s\n", verdict.to_string().c_str());
+      std::exit(1);
+    }
+  }
   auto op = [&](int rep) {
     const int set = rep % b.sets;
-    const ForwardArguments a = arguments(s, mode, reset_mode, with_h0, decode, b, set, state_rows);
+    const ForwardArguments a = args_of(set);
     // Decode rows go through hawk::rglru::decode, as a serving engine would (one token per sequence: DecodeStep).
-    const hawk::Status status =
-        decode ? hawk::rglru::decode(a, nullptr, 0, nullptr) : hawk::rglru::forward(a, nullptr, 0, nullptr);
+    // Checked rows run the device checks (a small kernel and a memset; no synchronisation).
+    const hawk::Status status = decode ? hawk::rglru::decode(a, raw(workspace), workspace.size(), nullptr)
+                                       : hawk::rglru::forward(a, raw(workspace), workspace.size(), nullptr);
     if (!status.ok() && !failed) {
       std::fprintf(stderr, "%s failed: %s\n", decode ? "decode" : "forward", status.to_string().c_str());
       failed = true;
@@ -146,6 +165,9 @@ std::vector<std::string> forward_rows(std::vector<TableLine>& table) {
   for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits}) {
     const auto m = measure_forward(decode, mode, ResetMode::kNone, true, true);
     rows.push_back(forward_row("hawk_decode", decode, mode, "decode (L=1, state pool, in place)", m, 0, 0, table));
+    // The same with the device checks of state_index on (range, padding, duplicate slots): their cost.
+    const auto checked = measure_forward(decode, mode, ResetMode::kNone, true, true, true);
+    rows.push_back(forward_row("hawk_decode_checked", decode, mode, "decode, device checks on", checked, 0, 0, table));
   }
   return rows;
 }

@@ -32,6 +32,7 @@ from typing import List, NamedTuple, Optional, Tuple, Union
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from ._ops import (RESET_NONE, RESET_SEQUENCE_START, TIME_CHUNK, _as_float32, _check_a_param, _check_shape,
                    _check_tensor, _gate_operands, _problem, _reset_mode, rglru)
@@ -182,11 +183,19 @@ def forward_transfer(piece: Piece, h0: Optional[Tensor], first: bool):
     return y, h_end, checkpoints, torch.stack([decay, h_end])
 
 
+def _through(decay: Tensor, carry: Tensor, own: Tensor) -> Tensor:
+    """A piece's transfer: decay * carry + own, or own alone where the piece holds a reset. hawk marks a reset
+    inside the decay as -0.0 (gate_math.hpp, decay_step), and a reset drops the incoming state by selection: a
+    NaN or Inf carry of an earlier piece never crosses it, as in one call."""
+    reset = (decay == 0) & torch.signbit(decay)
+    return torch.where(reset, own, decay * carry + own)
+
+
 def carry_in(pairs: Tensor, rank: int) -> Tensor:
     """The state entering piece `rank`: the pairs [P, 2, B, W] of the pieces before it, combined in order."""
     state = torch.zeros_like(pairs[0, 1])
     for j in range(rank):
-        state = pairs[j, 0] * state + pairs[j, 1]
+        state = _through(pairs[j, 0], state, pairs[j, 1])
     return state
 
 
@@ -241,7 +250,7 @@ def dh_final_of(triples: Tensor, rank: int) -> Tensor:
     last = triples.shape[0] - 1
     dh = triples[last, 2].clone()
     for j in range(last - 1, rank - 1, -1):
-        dh = triples[j, 2] + (triples[j + 1, 0] * dh + triples[j + 1, 1])
+        dh = triples[j, 2] + _through(triples[j + 1, 0], dh, triples[j + 1, 1])
     return dh
 
 
@@ -302,6 +311,7 @@ class _FastContextParallel(torch.autograd.Function):
         return y, h_final
 
     @staticmethod
+    @once_differentiable  # hawk's backward is not differentiable: a double backward raises instead of dropping terms
     def backward(ctx, dy, dh_final):
         x, Wx, bx, Wa, ba, gx, ga, a_param, flags = ctx.saved_tensors
         setup = ctx.setup

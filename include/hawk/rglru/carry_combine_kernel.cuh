@@ -6,8 +6,14 @@
 //! every rank that combines the same gathered bytes gets the same bits.
 //!
 //! It touches P·N·W floats once: scalar accesses, no tuning; far below the cost of a piece's forward.
+//!
+//! A piece with a reset inside carries the reset marker as its decay (gate_math.hpp, decay_step), and the step
+//! is recurrence_step, which then drops the incoming carry by selection: a NaN or Inf state of an earlier piece
+//! never crosses a reset, as in one call.
 
 #include <cstdint>
+
+#include "hawk/rglru/gate_math.hpp"
 
 namespace hawk {
 namespace rglru {
@@ -18,7 +24,8 @@ constexpr int kCombineThreads = 128;
 
 #if defined(__CUDACC__)
 
-//! One thread per state element i < count: walk the pieces in order, carry = fma(A_p, carry, h_end_p).
+//! One thread per state element i < count: walk the pieces in order, carry = fma(A_p, carry, h_end_p) (or
+//! h_end_p when piece p holds a reset).
 //! Piece p's pair is decay[p·stride + i], h_end[p·stride + i]. carry_in[p·count + i] (optional) receives the
 //! carry entering piece p; carry_out[i] (optional) the carry leaving the last piece walked. carry_out may equal
 //! carry0 (each element is read before it is written, by the same thread).
@@ -34,7 +41,7 @@ __global__ void __launch_bounds__(Threads)
   for (int q = 0; q < num_pieces; ++q) {
     const std::int64_t piece = reverse ? num_pieces - 1 - q : q;
     if (carry_in != nullptr) carry_in[piece * count + i] = carry;
-    carry = fmaf(decay[piece * stride + i], carry, h_end[piece * stride + i]);
+    carry = recurrence_step(decay[piece * stride + i], carry, h_end[piece * stride + i]);
   }
   if (carry_out != nullptr) carry_out[i] = carry;
 }

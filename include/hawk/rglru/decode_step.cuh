@@ -46,11 +46,13 @@ class DecodeStep {
 
   static std::size_t workspace_size(const ForwardArguments& args) { return Forward<Config>::workspace_size(args); }
 
-  //! Check, validate the device index tensors (if asked), launch. Asynchronous except for the validation.
+  //! Check on the host, launch the device checks (if asked) and the kernel; as Forward<Config>::run.
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    HAWK_RETURN_IF_ERROR(Forward<Config>::validate_if_asked(args, workspace, workspace_bytes, stream));
-    const ForwardParams<Element> params = Forward<Config>::make_params(args);
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args)));
+    unsigned int* checks = nullptr;
+    HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
+    const ForwardParams<Element> params = Forward<Config>::make_params(args, checks);
     const auto kernel = decode_step_kernel<Config>;
     constexpr std::size_t kShared = DecodeStepLayout<Config>::kSharedBytes;
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -58,7 +60,8 @@ class DecodeStep {
     const std::int64_t groups = (args.shape.num_sequences + Config::kTimeChunk - 1) / Config::kTimeChunk;
     const auto ctas = static_cast<unsigned int>(groups * params.width_tiles);
     kernel<<<ctas, Config::kThreads, kShared, stream>>>(params, args.shape.num_sequences);
-    return last_launch_status("hawk::rglru::decode_step_kernel");
+    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::decode_step_kernel"));
+    return Forward<Config>::finish_device_checks(args, checks, stream);
   }
 };
 

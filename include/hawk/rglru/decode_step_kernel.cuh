@@ -15,12 +15,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/async_copy.cuh"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/forward_kernel.cuh"
 #include "hawk/rglru/gate_math.hpp"
 #include "hawk/rglru/projection.cuh"
+#include "hawk/rglru/sequence_extent.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -54,6 +56,8 @@ __global__ void __launch_bounds__(Config::kThreads)
   Element* stage = reinterpret_cast<Element*>(shared + Config::kStageOffset);
   float* gates = reinterpret_cast<float*>(shared + DecodeStepLayout<Config>::kGateOffset);
 
+  // Bad index tensors (device checks): the whole CTA leaves before touching anything.
+  if (device_checks_failed(p.checks)) return;
   const int thread = static_cast<int>(threadIdx.x);
   const std::int64_t group = blockIdx.x / p.width_tiles;
   const int tile = static_cast<int>(blockIdx.x % p.width_tiles);
@@ -108,6 +112,11 @@ __global__ void __launch_bounds__(Config::kThreads)
       ga = to_float(stage[2 * kPlane + r * Config::kInputStride + c]);
     }
     const std::int64_t n = n0 + r;
+    // A padding slot (or, checks off, a slot out of range): no state row is read or written and y's row stays
+    // as it was. Its token row may have been staged with the group's, but a row of the projection depends on
+    // its own token only (projection.cuh), so whatever it holds reaches no other sequence.
+    const SequenceExtent sequence = sequence_extent(nullptr, 1, num_sequences, p.state_index, p.num_state_rows, n);
+    if (sequence.skip) continue;
     bool reset = false;
     if constexpr (Policy::kMode == ResetMode::kSequenceStart) {
       reset = true;  // every token is its sequence's first
@@ -115,9 +124,10 @@ __global__ void __launch_bounds__(Config::kThreads)
       reset = p.reset[n] != 0;
     }
     const TokenGates g = token_gates(x, gx, ga, log_a_coeff, reset);
-    const std::int64_t state_row = p.state_index != nullptr ? p.state_index[n] : n;
-    // h0 and h_final may be the same pool: this thread reads the element, then writes it.
-    const float h_prev = p.h0 != nullptr ? p.h0[state_row * W + col0 + c] : 0.0f;
+    const std::int64_t state_row = sequence.state_row;
+    // h0 and h_final may be the same pool: this thread reads the element, then writes it. A reset token drops
+    // the state (recurrence_step selects), so its row is not even read.
+    const float h_prev = p.h0 != nullptr && !reset ? p.h0[state_row * W + col0 + c] : 0.0f;
     const float h = recurrence_step(g.a_bar, h_prev, g.u);
     p.y[n * W + col0 + c] = from_float<Element>(h);
     if (p.h_final != nullptr) p.h_final[state_row * W + col0 + c] = h;

@@ -105,11 +105,11 @@ Status visit_default_config(const ForwardArguments& args, Visit&& visit) {
 
 }  // namespace detail
 
-//! Workspace bytes `forward(args, ...)` needs (0, or the device-input validation flag).
+//! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (validate.cuh), or 0.
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
-  return needs_device_validation(args.shape, args.state_index) ? kValidationWorkspaceBytes : 0;
+  return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
 }
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).
@@ -133,7 +133,8 @@ Status forward(const ForwardArguments& args, void* workspace, std::size_t worksp
 //! A decode step: forward() for a few new tokens per sequence that continue cached states. Requires h0 and
 //! h_final (usually the same pointer: the pool is updated in place; each row is read before it is written) and
 //! reset_mode kNone or kFlags (a sequence-start reset would drop the cached state). state_index, when given,
-//! names each sequence's row of the pool and must not repeat.
+//! names each sequence's row of the pool; -1 marks a padding sequence (nothing of it read or written), and a
+//! row named twice is an error (device check: nothing is written).
 template <class = void>
 Status decode(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   HAWK_REQUIRE(args.h0 != nullptr && args.h_final != nullptr, StatusCode::kNullPointer,

@@ -2,11 +2,13 @@
 //! \file
 //! `hawk::rglru::Forward<Config>`: the host operator of the RG-LRU forward for one compile-time configuration
 //! (CUTLASS style): `can_implement(args)` checks everything checkable on the host and touches no device
-//! memory; `workspace_size(args)`; `run(args, workspace, workspace_bytes, stream)` validates the device-side
-//! index tensors when asked (validate.cuh) and launches. No hidden allocation, no global state; the only
-//! synchronisation is the optional device-input validation.
+//! memory; `workspace_size(args)`; `run(args, workspace, workspace_bytes, stream)` launches the device-side
+//! checks of the index tensors when asked (validate.cuh) and the kernel. No hidden allocation, no global state,
+//! no synchronisation (unless `shape.wait_for_device_checks` asks for the checks' verdict).
 //!
-//! Bad input returns a Status and writes nothing: every check runs before the first launch.
+//! Bad input writes nothing: what the host can see returns a Status before the first launch; what only the
+//! device can see (cu_seqlens, state_index) makes the kernel return before writing, and its verdict reaches the
+//! caller as core/device_checks.cuh says.
 
 #include <cuda_runtime_api.h>
 
@@ -35,6 +37,8 @@ inline const char* to_string(ResetMode mode) {
   }
   return "unknown reset mode";
 }
+
+inline Status check_forward_overlaps(const ForwardArguments& args);
 
 //! Checks of ForwardArguments that do not depend on the configuration (shared with the default dispatch).
 inline Status check_forward_shape(const ForwardArguments& args) {
@@ -74,9 +78,51 @@ inline Status check_forward_shape(const ForwardArguments& args) {
   HAWK_REQUIRE(is_aligned(args.Wx, 16) && is_aligned(args.Wa, 16), StatusCode::kMisalignedPointer,
                "Wx and Wa must be 16-byte aligned");
   HAWK_REQUIRE(is_aligned(args.a_param, 4) && is_aligned(args.bx, 4) && is_aligned(args.ba, 4) &&
-                   is_aligned(args.h0, 4) && is_aligned(args.h_final, 4) && is_aligned(args.decay, 4) && is_aligned(args.checkpoints, 4) &&
-                   is_aligned(args.state_index, 4) && is_aligned(s.cu_seqlens, 4),
+                   is_aligned(args.h0, 4) && is_aligned(args.h_final, 4) && is_aligned(args.decay, 4) &&
+                   is_aligned(args.checkpoints, 4) && is_aligned(args.state_index, 4) && is_aligned(s.cu_seqlens, 4),
                StatusCode::kMisalignedPointer, "fp32 and int32 tensors must be 4-byte aligned");
+  return check_forward_overlaps(args);
+}
+
+//! No output may overlap an input or another output, except h_final == h0 (the state updated in place).
+inline Status check_forward_overlaps(const ForwardArguments& args) {
+  const ProblemShape& s = args.shape;
+  const auto T = static_cast<std::size_t>(s.num_tokens);
+  const auto W = static_cast<std::size_t>(s.width);
+  const std::size_t element = size_of(args.dtype);
+  const std::size_t rows = static_cast<std::size_t>(args.state_index != nullptr ? s.num_state_rows : s.num_sequences);
+  const std::size_t weights = W * static_cast<std::size_t>(s.block_width()) * element;
+  const std::size_t checkpoint_bytes =
+      args.checkpoint_chunk >= 1
+          ? static_cast<std::size_t>(checkpoint_rows(s.num_tokens, s.num_sequences, args.checkpoint_chunk)) * W * 4
+          : 0;
+  const TensorBytes inputs[] = {
+      {args.x, T * W * element, "x"},
+      {args.gx, T * W * element, "gx"},
+      {args.ga, T * W * element, "ga"},
+      {args.Wx, weights, "Wx"},
+      {args.Wa, weights, "Wa"},
+      {args.bx, W * 4, "bx"},
+      {args.ba, W * 4, "ba"},
+      {args.a_param, W * 4, "a_param"},
+      {args.reset, T, "reset"},
+      {args.h0 == args.h_final ? nullptr : args.h0, rows * W * 4, "h0"},
+      {s.cu_seqlens, (static_cast<std::size_t>(s.num_sequences) + 1) * 4, "cu_seqlens"},
+      {args.state_index, static_cast<std::size_t>(s.num_sequences) * 4, "state_index"},
+  };
+  const TensorBytes outputs[] = {
+      {args.y, T * W * element, "y"},
+      {args.h_final, rows * W * 4, "h_final"},
+      {args.decay, rows * W * 4, "decay"},
+      {args.checkpoints, checkpoint_bytes, "checkpoints"},
+  };
+  for (const TensorBytes& output : outputs) {
+    for (const TensorBytes& input : inputs) HAWK_RETURN_IF_ERROR(check_no_overlap(output, input));
+  }
+  for (std::size_t a = 0; a < sizeof(outputs) / sizeof(outputs[0]); ++a) {
+    for (std::size_t b = a + 1; b < sizeof(outputs) / sizeof(outputs[0]); ++b)
+      HAWK_RETURN_IF_ERROR(check_no_overlap(outputs[a], outputs[b]));
+  }
   return Status::success();
 }
 
@@ -124,39 +170,40 @@ class Forward {
     return Status::success();
   }
 
-  //! Bytes of workspace `run` needs: the validation flag when device inputs are validated, else 0.
+  //! Bytes of workspace `run` needs: the device checks' (validate.cuh) when they run, else 0.
   static std::size_t workspace_size(const ForwardArguments& args) {
-    return needs_device_validation(args.shape, args.state_index) ? kValidationWorkspaceBytes : 0;
+    return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
   }
 
-  //! Check, validate the device index tensors (if asked), launch. Asynchronous except for the validation.
+  //! Check on the host, launch the device checks (if asked) and the kernel. Never synchronises, unless
+  //! shape.wait_for_device_checks asks for the device checks' verdict (core/device_checks.cuh).
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    HAWK_RETURN_IF_ERROR(validate_if_asked(args, workspace, workspace_bytes, stream));
-    const ForwardParams<Element> params = make_params(args);
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args)));
+    unsigned int* checks = nullptr;
+    HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
+    const ForwardParams<Element> params = make_params(args, checks);
     const auto kernel = forward_kernel<Config>;
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(Config::kSharedBytes)));
     const auto ctas = static_cast<unsigned int>(args.shape.num_sequences * params.width_tiles);
     kernel<<<ctas, Config::kKernelThreads, Config::kSharedBytes, stream>>>(params);
-    return last_launch_status("hawk::rglru::forward_kernel");
+    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::forward_kernel"));
+    return finish_device_checks(args, checks, stream);
   }
 
-  //! The device-side check of cu_seqlens and state_index when the shape asks for it (validate.cuh), in the
-  //! caller's workspace. Shared with DecodeStep<Config>.
-  static Status validate_if_asked(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes,
-                                  cudaStream_t stream) {
-    if (!needs_device_validation(args.shape, args.state_index)) return Status::success();
-    HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= kValidationWorkspaceBytes, StatusCode::kWorkspaceTooSmall,
-                 "device-input validation needs workspace_size(args) bytes of workspace (or set "
-                 "shape.validate_device_inputs = false)");
-    HAWK_REQUIRE(is_aligned(workspace, 16), StatusCode::kMisalignedPointer, "workspace must be 16-byte aligned");
-    return validate_device_inputs(args.shape, args.state_index, workspace, stream);
+  //! Step 4 of the device-check protocol: the verdict to the caller as asked. Shared with DecodeStep<Config>.
+  static Status finish_device_checks(const ForwardArguments& args, const unsigned int* checks, cudaStream_t stream) {
+    if (checks == nullptr) return Status::success();
+    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
   }
 
   //! The kernel's parameters for `args` (after can_implement succeeded).
-  static ForwardParams<Element> make_params(const ForwardArguments& args) {
+  static ForwardParams<Element> make_params(const ForwardArguments& args, const unsigned int* checks) {
     ForwardParams<Element> p;
+    p.checks = checks;
+    p.num_tokens = args.shape.num_tokens;
+    p.num_state_rows = args.state_index != nullptr ? args.shape.num_state_rows : args.shape.num_sequences;
     p.x = static_cast<const Element*>(args.x);
     p.Wx = static_cast<const Element*>(args.Wx);
     p.bx = args.bx;

@@ -13,11 +13,13 @@
 
 #include <cstdint>
 
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/async_copy.cuh"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/gate_math.hpp"
 #include "hawk/rglru/projection.cuh"
+#include "hawk/rglru/sequence_extent.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -44,8 +46,12 @@ struct ForwardParams {
   float* checkpoints = nullptr;
   const std::int32_t* cu_seqlens = nullptr;
   std::int64_t seq_len = 0;   //!< dense batches (cu_seqlens == nullptr)
+  std::int64_t num_tokens = 0;      //!< T: bounds the offsets of cu_seqlens
+  std::int64_t num_state_rows = 0;  //!< rows of the state tensors: bounds state_index
   std::int64_t width = 0;     //!< W
   int width_tiles = 0;        //!< W / WidthTile: CTAs per sequence
+  //! The device checks' word (core/device_checks.cuh), or null: set means bad index tensors, write nothing.
+  const unsigned int* checks = nullptr;
 };
 
 #if defined(__CUDACC__)
@@ -151,10 +157,13 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
   const bool active = lane < kWT;  // lanes past the tile (WidthTile < 32) only take part in the barriers
   const std::int64_t W = p.width;
 
-  float h = 0.0f;  // the carry, entering the next token
-  if (active && p.h0 != nullptr) h = p.h0[state_row * W + col0 + lane];
+  using Policy = typename Config::ResetPolicy;
+  // The carry, entering the next token. A ResetAtSequenceStart sequence drops h0 at its first token, so it
+  // never reads it (recurrence_step_for: a NaN or Inf there cannot reach y).
+  float h = 0.0f;
+  if (active && p.h0 != nullptr && Policy::kMode != ResetMode::kSequenceStart) h = p.h0[state_row * W + col0 + lane];
   const bool want_decay = p.decay != nullptr;  // uniform over the CTA
-  float decay = 1.0f;                          // Π a_bar so far, rounded token by token
+  float decay = 1.0f;                          // Π a_bar so far, rounded token by token (decay_step)
 
   for (int chunk = 0; chunk < num_chunks; ++chunk) {
     const int tile = chunk & 1;
@@ -179,16 +188,16 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
           }
 #pragma unroll
           for (int i = 0; i < kScanBatch; ++i) {
-            h = recurrence_step(a_reg[i], h, u_reg[i]);
+            h = recurrence_step_for<Policy::kMode>(a_reg[i], h, u_reg[i]);
             y[(t0 + i) * W] = from_float<Element>(h);
-            if (want_decay) decay = __fmul_rn(decay, a_reg[i]);
+            if (want_decay) decay = decay_step(decay, a_reg[i]);
           }
         }
       } else {
         for (int t = 0; t < valid; ++t) {
-          h = recurrence_step(a_bar[t * kGS], h, u[t * kGS]);
+          h = recurrence_step_for<Policy::kMode>(a_bar[t * kGS], h, u[t * kGS]);
           y[t * W] = from_float<Element>(h);
-          if (want_decay) decay = __fmul_rn(decay, a_bar[t * kGS]);
+          if (want_decay) decay = decay_step(decay, a_bar[t * kGS]);
         }
       }
     }
@@ -227,16 +236,15 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
   const int tile = static_cast<int>(blockIdx.x % p.width_tiles);
   const std::int64_t col0 = static_cast<std::int64_t>(tile) * kWT;  // first channel of this CTA
 
-  std::int64_t begin, end;
-  if (p.cu_seqlens != nullptr) {
-    begin = p.cu_seqlens[n];
-    end = p.cu_seqlens[n + 1];
-  } else {
-    begin = n * p.seq_len;
-    end = begin + p.seq_len;
-  }
-  const std::int64_t length = end - begin;
-  const std::int64_t state_row = p.state_index != nullptr ? p.state_index[n] : n;
+  // Bad index tensors (device checks), a padding slot, or (checks off) offsets or a slot out of range: the
+  // whole CTA leaves before touching anything, so nothing of this sequence is read or written.
+  if (device_checks_failed(p.checks)) return;
+  const SequenceExtent sequence =
+      sequence_extent(p.cu_seqlens, p.seq_len, p.num_tokens, p.state_index, p.num_state_rows, n);
+  if (sequence.skip) return;
+  const std::int64_t begin = sequence.begin;
+  const std::int64_t length = sequence.length;
+  const std::int64_t state_row = sequence.state_row;
 
   if (length <= 0) {  // an empty packed sequence: its final state is its initial state
     const int lane = thread - Config::kThreads;

@@ -9,6 +9,7 @@
 
 #include "hawk/core/macros.hpp"
 #include "hawk/core/math.hpp"
+#include "hawk/rglru/reset_policy.hpp"
 
 namespace hawk {
 namespace rglru {
@@ -94,6 +95,13 @@ HAWK_HOST_DEVICE float mul_rn(float a, float b) {
   return a * b;
 #endif
 }
+HAWK_HOST_DEVICE float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
 HAWK_HOST_DEVICE float sub_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fsub_rn(a, b);
@@ -104,9 +112,31 @@ HAWK_HOST_DEVICE float sub_rn(float a, float b) {
 
 }  // namespace detail
 
+// ---- resets drop the state by selection ------------------------------------------------------------------
+//
+// SPEC §1: a reset drops the incoming state. Multiplying it by a_bar = 0 would not: 0 · NaN and 0 · Inf are NaN,
+// so a NaN in h0 (a recycled pool row) or in an earlier packed document would reach every later one. Every step
+// that carries a state across a token therefore selects instead of multiplying when the token is a reset.
+//
+// The reset is carried inside a_bar itself, so that the gate tiles, registers and transfer pairs that already
+// hold a_bar need no flag beside it: a reset token's a_bar is -0.0f, a bit pattern no other token's a_bar has
+// (a_t = exp(·) is +0 at the least, or NaN). Numerically it is still 0, as the reference's ā_t = 0.
+
+//! a_bar of a reset token: zero, marked by its sign bit.
+constexpr float kResetABar = -0.0f;
+
+//! Whether `a_bar` is a reset token's (its bits are exactly -0.0f).
+HAWK_HOST_DEVICE bool is_reset_a_bar(float a_bar) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(a_bar) == 0x80000000u;
+#else
+  return a_bar == 0.0f && std::signbit(a_bar);
+#endif
+}
+
 //! What the recurrence needs from one token: h_t = a_bar · h_{t-1} + u.
 struct TokenGates {
-  float a_bar;  //!< 0 at a reset, else a_t
+  float a_bar;  //!< kResetABar at a reset, else a_t
   float u;      //!< x_t · i_t · m_t
 };
 
@@ -120,12 +150,47 @@ HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a
   const float m = reset ? 1.0f : detail::gate_sqrt(detail::sub_rn(1.0f, a2));
   TokenGates gates;
   gates.u = (x * i) * m;
-  gates.a_bar = reset ? 0.0f : a;
+  gates.a_bar = reset ? kResetABar : a;
   return gates;
 }
 
-//! One step of the fp32 carry. A fused multiply-add, so the same bits on every path.
-HAWK_HOST_DEVICE float recurrence_step(float a_bar, float h_prev, float u) { return fmaf(a_bar, h_prev, u); }
+//! One step of the fp32 carry: h_t = a_bar · h_{t-1} + u, one fused multiply-add (the same bits on every
+//! path); at a reset h_t = u, whatever h_{t-1} holds (NaN and Inf included).
+HAWK_HOST_DEVICE float recurrence_step(float a_bar, float h_prev, float u) {
+  return is_reset_a_bar(a_bar) ? u : fmaf(a_bar, h_prev, u);
+}
+
+//! recurrence_step for a kernel that knows its reset policy at compile time, with the same bits. NoReset has no
+//! reset token, and a ResetAtSequenceStart kernel starts its carry at 0 instead of h0 (its first token drops
+//! h0): fmaf(-0, 0, u) is exactly u, so neither needs the selection on its serial path; ResetFlags does.
+template <ResetMode kMode>
+HAWK_HOST_DEVICE float recurrence_step_for(float a_bar, float h_prev, float u) {
+  if constexpr (kMode == ResetMode::kFlags) {
+    return recurrence_step(a_bar, h_prev, u);
+  } else {
+    return fmaf(a_bar, h_prev, u);
+  }
+}
+
+//! One step of the backward's reverse carry: dh_t = dy_t + a_bar_{t+1} · dh_{t+1}, rounded twice (no fused
+//! multiply-add, so that a piece's dh0 = fl(a_bar · dh) fed as the previous piece's dh_final gives one call's
+//! bits); at a reset token t + 1, dh_t = dy_t: a non-finite dh never crosses a reset backwards.
+HAWK_HOST_DEVICE float reverse_step(float a_bar_next, float dh_next, float dy) {
+  return is_reset_a_bar(a_bar_next) ? dy : detail::add_rn(dy, detail::mul_rn(a_bar_next, dh_next));
+}
+
+//! The gradient leaving a sequence through its initial state: dh0 = a_bar_0 · dh_0, and 0 when the first
+//! token is a reset (h0 was dropped, whatever dh_0 holds).
+HAWK_HOST_DEVICE float initial_state_gradient(float a_bar_first, float dh_first) {
+  return is_reset_a_bar(a_bar_first) ? 0.0f : detail::mul_rn(a_bar_first, dh_first);
+}
+
+//! The running product Π a_bar of a sequence (ForwardArguments::decay), one token more. Once a reset occurs
+//! it is kResetABar for good (-0 · a stays -0), so that a transfer pair (decay, h_end) combined with
+//! recurrence_step(decay, h, h_end) drops the incoming state exactly as the sequence itself does.
+HAWK_HOST_DEVICE float decay_step(float decay, float a_bar) {
+  return is_reset_a_bar(a_bar) ? kResetABar : detail::mul_rn(decay, a_bar);
+}
 
 //! Gradients of one token and channel, given dh_t (the full adjoint of h_t) and the previous state.
 struct TokenGateGrads {

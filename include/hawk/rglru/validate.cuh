@@ -1,41 +1,75 @@
 #pragma once
 //! \file
-//! Validation of the index tensors that live on the device: `cu_seqlens` (starts at 0, never decreases, ends at
-//! T) and `state_index` (every entry in [0, S)). A kernel that reads a wrong offset would read or write out of
-//! bounds, so the operators check these before launching, when `ProblemShape::validate_device_inputs` is set
-//! (the default): a small kernel sets bits of a flag in the caller's workspace, and one synchronising copy
-//! brings the flag back. Turn it off inside CUDA graph capture or when the caller guarantees the tensors; the
-//! host-side checks (can_implement) always run.
+//! The RG-LRU's device checks (core/device_checks.cuh gives the protocol): `cu_seqlens` starts at 0, never
+//! decreases and ends at T; every `state_index` entry is -1 (padding) or in [0, S), and no row is named twice.
 //!
-//! Empty sequences (cu_seqlens[n] == cu_seqlens[n+1]) are valid: their final state is their initial state.
-//! Not checked (documented contract): two sequences writing the same state_index row of h_final.
+//! Duplicate slots are found with a claim table, one bit per state row: each sequence sets its row's bit with
+//! an atomic OR and sees whether another sequence had set it first. Integer atomics only: the verdict does not
+//! depend on the order in which the sequences run.
+//!
+//! Workspace, at the start of the operator's workspace (`DeviceCheckLayout`): the check word (kDeviceCheckBytes
+//! reserved), then the claim table, ceil(S / 32) words, when `state_index` is given. Nothing when the checks
+//! are off or there is nothing to check.
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
+#include "hawk/core/dtype.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/rglru/arguments.hpp"
 
 namespace hawk {
 namespace rglru {
 
-//! Bits of the validation flag.
-enum ValidationFlag : unsigned int {
-  kCuSeqlensFirstNotZero = 1u,
-  kCuSeqlensDecreasing = 2u,
-  kCuSeqlensLastNotTokens = 4u,
-  kStateIndexOutOfRange = 8u,
+//! Alignment of every workspace region of the RG-LRU operators (cudaMalloc returns at least this).
+constexpr std::size_t kWorkspaceAlignment = 256;
+
+inline constexpr std::size_t round_up_to_workspace_alignment(std::size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+//! Where the device checks live in an operator's workspace, and how many bytes they take (0: no checks).
+struct DeviceCheckLayout {
+  bool enabled = false;            //!< checks run for this call
+  std::size_t claim_offset = 0;    //!< byte offset of the claim table (when state_index is given)
+  std::size_t claim_words = 0;     //!< ceil(S / 32), or 0
+  std::size_t bytes = 0;           //!< total, a multiple of kWorkspaceAlignment
+
+  static DeviceCheckLayout of(const ProblemShape& shape, const std::int32_t* state_index) {
+    DeviceCheckLayout l;
+    l.enabled = shape.validate_device_inputs && (shape.cu_seqlens != nullptr || state_index != nullptr);
+    if (!l.enabled) return l;
+    l.bytes = kDeviceCheckBytes;
+    if (state_index != nullptr && shape.num_state_rows > 0) {
+      l.claim_offset = l.bytes;
+      l.claim_words = static_cast<std::size_t>((shape.num_state_rows + 31) / 32);
+      l.bytes += round_up_to_workspace_alignment(l.claim_words * sizeof(unsigned int));
+    }
+    return l;
+  }
 };
 
-//! Workspace bytes the validation needs (the flag), when it runs.
-constexpr std::size_t kValidationWorkspaceBytes = 256;
-
-//! True when `run` will validate device inputs for this shape (and so needs kValidationWorkspaceBytes).
+//! True when `run` will check device inputs for this shape.
 inline bool needs_device_validation(const ProblemShape& shape, const std::int32_t* state_index) {
-  return shape.validate_device_inputs && (shape.cu_seqlens != nullptr || state_index != nullptr);
+  return DeviceCheckLayout::of(shape, state_index).enabled;
+}
+
+//! The host checks of the caller's workspace, shared by every RG-LRU operator.
+inline Status check_workspace(const void* workspace, std::size_t workspace_bytes, std::size_t needed) {
+  if (needed == 0) return Status::success();
+  HAWK_REQUIRE(workspace != nullptr, StatusCode::kNullPointer,
+               "workspace is null but the call needs workspace_size(args) = " + std::to_string(needed) + " bytes");
+  HAWK_REQUIRE(workspace_bytes >= needed, StatusCode::kWorkspaceTooSmall,
+               "workspace holds " + std::to_string(workspace_bytes) + " bytes but the call needs workspace_size(args) = " +
+                   std::to_string(needed));
+  HAWK_REQUIRE(is_aligned(workspace, kWorkspaceAlignment), StatusCode::kMisalignedPointer,
+               "workspace must be 256-byte aligned (as cudaMalloc returns it)");
+  return Status::success();
 }
 
 #if defined(__CUDACC__)
@@ -43,52 +77,54 @@ inline bool needs_device_validation(const ProblemShape& shape, const std::int32_
 //! Grid-stride check of cu_seqlens [N+1] (may be null) and state_index [N] (may be null). A template only so
 //! that the header can be included by several translation units.
 template <int Threads>
-__global__ void __launch_bounds__(Threads) validate_index_kernel(const std::int32_t* __restrict__ cu_seqlens,
-                                                              const std::int32_t* __restrict__ state_index,
-                                                              std::int64_t num_sequences, std::int64_t num_tokens,
-                                                              std::int64_t num_state_rows, unsigned int* flag) {
+__global__ void __launch_bounds__(Threads)
+    check_index_tensors_kernel(const std::int32_t* __restrict__ cu_seqlens, const std::int32_t* __restrict__ state_index,
+                               std::int64_t num_sequences, std::int64_t num_tokens, std::int64_t num_state_rows,
+                               unsigned int* __restrict__ claims, unsigned int* word) {
   unsigned int bits = 0;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; n <= num_sequences;
        n += stride) {
     if (cu_seqlens != nullptr) {
       const std::int32_t here = cu_seqlens[n];
-      if (n == 0 && here != 0) bits |= kCuSeqlensFirstNotZero;
-      if (n < num_sequences && cu_seqlens[n + 1] < here) bits |= kCuSeqlensDecreasing;
-      if (n == num_sequences && here != num_tokens) bits |= kCuSeqlensLastNotTokens;
+      if (n == 0 && here != 0) bits |= kCheckCuSeqlensFirstNotZero;
+      if (n < num_sequences && cu_seqlens[n + 1] < here) bits |= kCheckCuSeqlensDecreasing;
+      if (n == num_sequences && here != num_tokens) bits |= kCheckCuSeqlensLastNotTokens;
     }
     if (state_index != nullptr && n < num_sequences) {
       const std::int32_t row = state_index[n];
-      if (row < 0 || row >= num_state_rows) bits |= kStateIndexOutOfRange;
+      if (row == -1) continue;  // padding: claims nothing
+      if (row < 0 || row >= num_state_rows) {
+        bits |= kCheckStateIndexOutOfRange;
+      } else {
+        const unsigned int bit = 1u << (row % 32);
+        if (atomicOr(claims + row / 32, bit) & bit) bits |= kCheckStateIndexDuplicate;
+      }
     }
   }
-  if (bits != 0) atomicOr(flag, bits);  // integer atomics: order-independent
+  raise_device_check(bits != 0, bits, word);
 }
 
-//! Run the check on `stream` and wait for its answer. `workspace` holds at least kValidationWorkspaceBytes.
-inline Status validate_device_inputs(const ProblemShape& shape, const std::int32_t* state_index, void* workspace,
-                                     cudaStream_t stream) {
-  auto* flag = static_cast<unsigned int*>(workspace);
-  HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(flag, 0, sizeof(unsigned int), stream));
+//! Steps 1 and 2 of the protocol for an RG-LRU call: clear the check word and the claim table, launch the
+//! check. Returns the word for the guarded kernels (null when the checks are off).
+inline Status launch_device_checks(const ProblemShape& shape, const std::int32_t* state_index, void* workspace,
+                                   cudaStream_t stream, unsigned int*& word) {
+  word = nullptr;
+  const DeviceCheckLayout layout = DeviceCheckLayout::of(shape, state_index);
+  if (!layout.enabled) return Status::success();
+  auto* base = static_cast<unsigned char*>(workspace);
+  word = reinterpret_cast<unsigned int*>(base);
+  unsigned int* claims = layout.claim_words > 0 ? reinterpret_cast<unsigned int*>(base + layout.claim_offset) : nullptr;
+  HAWK_RETURN_IF_ERROR(begin_device_checks(word, stream));
+  if (claims != nullptr)
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(claims, 0, layout.claim_words * sizeof(unsigned int), stream));
   const std::int64_t items = shape.num_sequences + 1;
-  constexpr int threads = 256;
-  const auto blocks = static_cast<unsigned int>((items + threads - 1) / threads < 1024 ? (items + threads - 1) / threads
-                                                                                       : 1024);
-  validate_index_kernel<threads><<<blocks, threads, 0, stream>>>(shape.cu_seqlens, state_index, shape.num_sequences,
-                                                         shape.num_tokens, shape.num_state_rows, flag);
-  HAWK_RETURN_IF_ERROR(last_launch_status("validate_index_kernel"));
-  unsigned int bits = 0;
-  HAWK_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(&bits, flag, sizeof(bits), cudaMemcpyDeviceToHost, stream));
-  HAWK_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream));
-  if (bits & kCuSeqlensFirstNotZero)
-    return Status(StatusCode::kInvalidArgument, "cu_seqlens[0] must be 0");
-  if (bits & kCuSeqlensDecreasing)
-    return Status(StatusCode::kInvalidArgument, "cu_seqlens must not decrease");
-  if (bits & kCuSeqlensLastNotTokens)
-    return Status(StatusCode::kInvalidArgument, "cu_seqlens[N] must equal num_tokens");
-  if (bits & kStateIndexOutOfRange)
-    return Status(StatusCode::kIndexOutOfRange, "state_index holds a row outside [0, num_state_rows)");
-  return Status::success();
+  constexpr int kThreads = 256;
+  const std::int64_t wanted = (items + kThreads - 1) / kThreads;
+  const auto blocks = static_cast<unsigned int>(wanted < 1024 ? wanted : 1024);
+  check_index_tensors_kernel<kThreads><<<blocks, kThreads, 0, stream>>>(
+      shape.cu_seqlens, state_index, shape.num_sequences, shape.num_tokens, shape.num_state_rows, claims, word);
+  return last_launch_status("hawk::rglru::check_index_tensors_kernel");
 }
 
 #endif  // __CUDACC__

@@ -1,6 +1,7 @@
 // Bad input to the RG-LRU forward: each case returns its StatusCode with a message, and writes nothing (y,
 // h_final and the checkpoints keep their poison). Cases that need the device (cu_seqlens, state_index) go
-// through the validation kernel; all others are rejected by can_implement before any launch.
+// through the device checks (core/device_checks.cuh): their verdict comes back from run() when the caller
+// waits for it, or later from read_device_checks; all others are rejected by can_implement before any launch.
 
 #include <functional>
 
@@ -74,6 +75,17 @@ std::vector<Case> common_cases() {
        [](ForwardArguments& a, DeviceProblem<E>&) { a.checkpoint_chunk = 32; }},
       {"state_index without num_state_rows", StatusCode::kInvalidArgument,
        [](ForwardArguments& a, DeviceProblem<E>& d) { a.state_index = hawk_test::raw(d.cu_seqlens); }},
+      {"y is x", StatusCode::kInvalidArgument, [](ForwardArguments& a, DeviceProblem<E>&) { a.y = const_cast<void*>(a.x); }},
+      {"h_final overlaps h0 by all rows but one", StatusCode::kInvalidArgument,
+       [](ForwardArguments& a, DeviceProblem<E>& d) { a.h0 = hawk_test::raw(d.h_final) + 8; }},
+      {"checkpoints overlap y", StatusCode::kInvalidArgument,
+       [](ForwardArguments& a, DeviceProblem<E>&) { a.checkpoints = static_cast<float*>(a.y) + 4; }},
+      {"N * L overflows int64", StatusCode::kInvalidArgument,
+       [](ForwardArguments& a, DeviceProblem<E>&) {
+         a.shape.num_sequences = std::int64_t{1} << 40;
+         a.shape.seq_len = std::int64_t{1} << 40;
+         a.shape.num_tokens = 0;  // what the wrapped product would give
+       }},
   };
 }
 
@@ -172,9 +184,18 @@ TEST_CASE("bad device index tensors (cu_seqlens, state_index) are caught before 
          a.shape.seq_len = 1;
          a.shape.num_tokens = 3;
        }},
-      {"state_index negative", StatusCode::kIndexOutOfRange,
+      {"state_index negative (other than -1, padding)", StatusCode::kIndexOutOfRange,
        [&](ForwardArguments& a, DeviceProblem<E>& d) {
-         set_cu(d, {0, -1, 2, 0});
+         set_cu(d, {0, -2, 2, 0});
+         a.state_index = hawk_test::raw(d.cu_seqlens);
+         a.shape.num_state_rows = 3;
+         a.shape.cu_seqlens = nullptr;
+         a.shape.seq_len = 1;
+         a.shape.num_tokens = 3;
+       }},
+      {"state_index names row 1 twice", StatusCode::kInvalidArgument,
+       [&](ForwardArguments& a, DeviceProblem<E>& d) {
+         set_cu(d, {1, 0, 1, 0});
          a.state_index = hawk_test::raw(d.cu_seqlens);
          a.shape.num_state_rows = 3;
          a.shape.cu_seqlens = nullptr;
@@ -184,7 +205,29 @@ TEST_CASE("bad device index tensors (cu_seqlens, state_index) are caught before 
       {"workspace too small for the validation", StatusCode::kWorkspaceTooSmall,
        [&](ForwardArguments&, DeviceProblem<E>& d) { d.workspace.resize(4); }},
   };
-  for (const Case& c : cases) check_rejected(p, c, dispatch);
+  for (const Case& c : cases) {
+    // Waiting for the verdict: run() returns it.
+    Case waiting = c;
+    waiting.spoil = [&c](ForwardArguments& a, DeviceProblem<E>& d) {
+      c.spoil(a, d);
+      a.shape.wait_for_device_checks = true;
+    };
+    check_rejected(p, waiting, dispatch);
+    if (c.code == StatusCode::kWorkspaceTooSmall || c.code == StatusCode::kMisalignedPointer) continue;  // host side
+    // The default, deferred: run() returns at once, writes nothing, and the workspace holds the verdict.
+    auto deferred = [](const ForwardArguments& a, DeviceProblem<E>& d) {
+      const hawk::Status launched = hawk::rglru::forward(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr);
+      if (!launched.ok()) return hawk::Status(StatusCode::kSuccess, "unexpected host failure: " + launched.to_string());
+      return hawk::read_device_checks(hawk_test::raw(d.workspace), nullptr);
+    };
+    check_rejected(p, c, deferred);
+  }
+
+  // A workspace that is not 256-byte aligned.
+  check_rejected(p, {"misaligned workspace", StatusCode::kMisalignedPointer, [](ForwardArguments&, DeviceProblem<E>&) {}},
+                 [](const ForwardArguments& a, DeviceProblem<E>& d) {
+                   return hawk::rglru::forward(a, hawk_test::raw(d.workspace) + 16, d.workspace.size() - 16, nullptr);
+                 });
 
   // Positive control: the same problem with valid tensors runs.
   DeviceProblem<E> d(p);

@@ -219,7 +219,7 @@ void check_against_reference(const Problem& p, DeviceProblem<E>& d) {
   INFO("h_final: " << ch.describe());
   CHECK(ch.non_finite == 0);
   CHECK(ch.relative_l2 <= 1e-4);
-  // checkpoints: the carry entering each chunk of each sequence = h0 (chunk 0) or y of the token before.
+  // checkpoints: the carry entering each chunk of each sequence = h0 or 0 (chunk 0), or y of the token before.
   const auto ck = hawk_test::to_host(d.checkpoints);
   std::vector<double> got, want;
   const std::int64_t C = d.checkpoint_chunk;
@@ -230,7 +230,9 @@ void check_against_reference(const Problem& p, DeviceProblem<E>& d) {
       for (std::int64_t c = 0; c < W; ++c) {
         got.push_back(ck[static_cast<std::size_t>(row * W + c)]);
         if (j == 0) {
-          want.push_back(p.with_h0 ? p.h0[static_cast<std::size_t>(n * W + c)] : 0.0);
+          // A ResetAtSequenceStart kernel never reads h0 (its first token drops it): its carry starts at 0.
+          const bool reads_h0 = p.with_h0 && p.reset_mode != ResetMode::kSequenceStart;
+          want.push_back(reads_h0 ? p.h0[static_cast<std::size_t>(n * W + c)] : 0.0);
         } else {
           want.push_back(ref.y[static_cast<std::size_t>((begin + j * C - 1) * W + c)]);
         }
