@@ -379,7 +379,7 @@ def main():
                "hawk RG-LRU rows reset at each sequence start (training); GPU.md's Fattori rows use the "
                "restricted no-reset contract",
                "hawk gate-residual rows pass validate=False (the caller guarantees idx); hawk_validated_* include "
-               "the device-side idx check and its synchronising copy"],
+               "the device-side idx check (a small kernel; no synchronisation)"],
         rglru_shapes=[], rglru_sweep=[], gate_residual=[],
     )
     torch.manual_seed(int(os.environ.get("HAWK_BENCH_SEED", "20261129")))

@@ -7,18 +7,39 @@
 //! the argument checks that give clear Python errors before anything reaches these functions. The TORCH_CHECKs
 //! below are the second line, for callers of torch.ops.hawk.* directly; a hawk::Status failure becomes a
 //! RuntimeError carrying the library's message.
+//!
+//! Device checks (hawk/core/device_checks.cuh: cu_seqlens, state_index, idx and idx's declared layout live on
+//! the device) never synchronise here. Every validating call passes the device's sticky report word
+//! (`device_check_report`, one word of mapped pinned host memory per device, allocated on the first call
+//! there); a call whose checks fail writes nothing and ORs its verdict into that word. Every operator call
+//! first reads the word of its device (one host memory read, no synchronisation) and, when it is set, clears
+//! it and raises the verdict instead of running. `hawk::check_device_errors` raises it on request (Python
+//! synchronises the device first: hawk_torch.check_device_errors). In sync mode (`hawk::set_sync_checks`, or
+//! HAWK_TORCH_SYNC_CHECKS=1 in the environment) every validating call sets `wait_for_device_checks`, so that
+//! run() synchronises once and the call itself raises; during stream capture nothing synchronises even then,
+//! and the verdict of each replay goes to the report word.
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+// Only the host-side part of this header is used (device_check_verdict, stream_is_capturing): it compiles as
+// plain C++; its kernels are behind __CUDACC__.
+#include "hawk/core/device_checks.cuh"
 #include "launchers.h"
 
 namespace hawk_torch {
@@ -64,6 +85,121 @@ Tensor workspace_for(std::size_t bytes, const Tensor& like) {
 }
 
 void* pointer_or_null(const Tensor& t) { return t.numel() > 0 ? t.data_ptr() : nullptr; }
+
+// ---------------------------------------------------------------------------------------------------------------
+// device checks: the per-device sticky report word, sync mode
+// ---------------------------------------------------------------------------------------------------------------
+
+//! Devices with a report word (device indices above this are refused; PyTorch's own limit is lower).
+constexpr int kMaxDevices = 64;
+
+//! One device's report word: mapped pinned host memory, so that the host reads it without a copy or a
+//! synchronisation and the device ORs verdicts into it (core/device_checks.cuh). Allocated once, never freed.
+struct ReportWord {
+  unsigned int* host = nullptr;    //!< read and cleared by the binding
+  unsigned int* device = nullptr;  //!< the same word as the device addresses it: shape.device_check_report
+};
+
+ReportWord g_report_words[kMaxDevices];
+std::atomic<bool> g_report_ready[kMaxDevices];  // static: starts false; set (release) once g_report_words[d] is filled
+std::mutex g_report_mutex;                           // serialises the allocations
+
+bool env_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+}
+
+//! Sync mode: validating calls wait for their checks and raise at once (debugging, tests).
+std::atomic<bool> g_sync_checks{env_flag("HAWK_TORCH_SYNC_CHECKS")};
+
+//! The report word of `device` when one was allocated, else null. Lock-free: one atomic load.
+const ReportWord* report_word_if_any(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return g_report_ready[device].load(std::memory_order_acquire) ? &g_report_words[device] : nullptr;
+}
+
+//! The report word of `device` (the current device: the caller holds a CUDAGuard), allocated on first use.
+const ReportWord& report_word(int device) {
+  if (const ReportWord* word = report_word_if_any(device)) return *word;
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "hawk: device index ", device, " is above the ", kMaxDevices,
+              " devices the binding keeps device-check report words for");
+  const std::lock_guard<std::mutex> lock(g_report_mutex);
+  if (!g_report_ready[device].load(std::memory_order_acquire)) {
+    // Allocating is no stream work, but a strict (global) capture on this thread would refuse the call: relax it
+    // for the allocation. The word is normally allocated by an eager (warm-up) call before any capture.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    void* host = nullptr;
+    void* mapped = nullptr;
+    cudaError_t error = cudaHostAlloc(&host, sizeof(unsigned int), cudaHostAllocMapped | cudaHostAllocPortable);
+    if (error == cudaSuccess) {
+      *static_cast<unsigned int*>(host) = 0u;
+      error = cudaHostGetDevicePointer(&mapped, host, 0);
+      if (error != cudaSuccess) (void)cudaFreeHost(host);
+    }
+    C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    if (error != cudaSuccess) (void)cudaGetLastError();  // the failure must not linger as a later call's error
+    TORCH_CHECK(error == cudaSuccess, "hawk: could not allocate the device-check report word (mapped pinned host "
+                "memory) for cuda:", device, ": ", cudaGetErrorName(error), " (", cudaGetErrorString(error), ")");
+    g_report_words[device] = ReportWord{static_cast<unsigned int*>(host), static_cast<unsigned int*>(mapped)};
+    g_report_ready[device].store(true, std::memory_order_release);
+  }
+  return g_report_words[device];
+}
+
+//! Clears the report word of `device` and returns what it held (0 when it has none).
+unsigned int take_reported_bits(int device) {
+  const ReportWord* word = report_word_if_any(device);
+  if (word == nullptr || __atomic_load_n(word->host, __ATOMIC_ACQUIRE) == 0u) return 0u;
+  return __atomic_exchange_n(word->host, 0u, __ATOMIC_ACQ_REL);
+}
+
+constexpr const char* kDeviceCheckHelp =
+    " hawk_torch.check_device_errors() reports such a failure where you call it (it synchronises); "
+    "hawk_torch.set_sync_checks(True) or HAWK_TORCH_SYNC_CHECKS=1 makes the faulting call raise instead.";
+
+//! Every operator calls this first: an earlier asynchronous call on `device` whose device checks failed makes
+//! this call raise (and clears the word), before it does anything. The hot path is one host memory read.
+void raise_earlier_device_check_failure(int device) {
+  const unsigned int bits = take_reported_bits(device);
+  if (bits == 0u) return;
+  TORCH_CHECK(false, "hawk: an earlier asynchronous hawk call on cuda:", device, " failed its device checks: ",
+              hawk::device_check_verdict(bits).message(),
+              ". That call had already returned: it wrote none of its outputs (the tensors it returned hold "
+              "unspecified values; a decode state pool is unchanged). This call did not run.", kDeviceCheckHelp);
+}
+
+//! How `shape`'s device checks report their verdict (core/device_checks.cuh): to the device's report word, or,
+//! in sync mode, by run() itself (the word too while the stream is being captured: run() cannot wait then).
+//! Set on every call, validating or not: the library uses the route only for calls that carry a check word
+//! (with validation on; and every gate-residual backward, whose index plan finds bad idx as a by-product).
+template <class Shape>
+void route_device_checks(Shape& shape, int device, cudaStream_t stream) {
+  if (g_sync_checks.load(std::memory_order_relaxed)) {
+    shape.wait_for_device_checks = true;
+    bool capturing = false;
+    throw_if_failed(hawk::stream_is_capturing(stream, capturing), "hawk");
+    if (!capturing) return;  // run() returns the verdict; the report word would raise it a second time
+  }
+  shape.device_check_report = report_word(device).device;
+}
+
+//! Fails when `output` shares memory with one of `inputs` (contiguous tensors: byte ranges); names both.
+void check_no_overlap(const Tensor& output, const char* output_name, const char* where,
+                      std::initializer_list<std::pair<const Tensor*, const char*>> inputs) {
+  if (output.numel() == 0) return;
+  const auto* out_begin = static_cast<const char*>(output.data_ptr());
+  const auto* out_end = out_begin + output.nbytes();
+  for (const auto& input : inputs) {
+    const Tensor& t = *input.first;
+    if (!t.defined() || t.numel() == 0) continue;
+    const auto* begin = static_cast<const char*>(t.data_ptr());
+    const auto* end = begin + t.nbytes();
+    TORCH_CHECK_VALUE(!(out_begin < end && begin < out_end), where, ": ", output_name, " (written in place) shares "
+                      "memory with ", input.second, "; an output may not overlap an input (the only in-place "
+                      "pair is ", output_name, " itself: read, then written)");
+  }
+}
 
 //! 0: NoReset, 1: ResetAtSequenceStart, 2: ResetFlags (matches hawk_torch/_ops.py).
 hawk::rglru::ResetMode reset_mode_of(std::int64_t mode) {
@@ -178,8 +314,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_impl(
     bool validate, bool want_decay) {
   check_cuda_contiguous(x, x, "x");
   const c10::cuda::CUDAGuard guard(x.device());
+  const int device = static_cast<int>(x.get_device());
+  raise_earlier_device_check_failure(device);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   hawk::rglru::ForwardArguments a;
   a.shape = shape_of(x, cu_seqlens, num_blocks, validate);
+  route_device_checks(a.shape, device, stream);
   a.dtype = dtype_of(x, "x");
   a.reset_mode = reset_mode_of(reset_mode);
   const GateInputs g = gate_inputs(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, a.shape);
@@ -207,7 +347,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_impl(
   }
   const std::size_t bytes = rglru_forward_workspace_size(a);
   Tensor workspace = workspace_for(bytes, x);
-  throw_if_failed(rglru_forward(a, pointer_or_null(workspace), bytes, c10::cuda::getCurrentCUDAStream().stream()),
+  throw_if_failed(rglru_forward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::rglru::forward");
   return {y, h_final, checkpoints, decay};
 }
@@ -240,8 +380,12 @@ Tensor rglru_decode_cuda(const Tensor& x, const OptTensor& Wx, const OptTensor& 
                          const OptTensor& cu_seqlens, std::int64_t num_blocks, bool validate) {
   check_cuda_contiguous(x, x, "x");
   const c10::cuda::CUDAGuard guard(x.device());
+  const int device = static_cast<int>(x.get_device());
+  raise_earlier_device_check_failure(device);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   hawk::rglru::ForwardArguments a;
   a.shape = shape_of(x, cu_seqlens, num_blocks, validate);
+  route_device_checks(a.shape, device, stream);
   a.dtype = dtype_of(x, "x");
   a.reset_mode = reset.has_value() ? hawk::rglru::ResetMode::kFlags : hawk::rglru::ResetMode::kNone;
   const GateInputs g = gate_inputs(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, a.shape);
@@ -261,13 +405,22 @@ Tensor rglru_decode_cuda(const Tensor& x, const OptTensor& Wx, const OptTensor& 
                 a.shape.num_sequences);
   }
   a.shape.num_state_rows = state.size(0);
+  // The state pool is the only output the caller owns (h0 = h_final = state is the in-place pair): it may not
+  // share memory with any input the kernels read.
+  const Tensor none;
+  check_no_overlap(state, "state", "hawk::rglru_decode_",
+                   {{&x, "x"}, {&g.Wx, "Wx"}, {&g.bx, "bx"}, {&g.Wa, "Wa"}, {&g.ba, "ba"}, {&g.gx, "gx"},
+                    {&g.ga, "ga"}, {&g.a_param, "a_param"}, {&g.reset, "reset"},
+                    {state_index.has_value() ? &*state_index : &none, "state_index"},
+                    {cu_seqlens.has_value() ? &*cu_seqlens : &none, "cu_seqlens"}});
   a.h0 = state.data_ptr<float>();
   a.h_final = state.data_ptr<float>();
+  // A padding sequence (state_index -1) gets no y row written: y is not zeroed, so its rows are unspecified.
   Tensor y = at::empty_like(x);
   a.y = y.data_ptr();
   const std::size_t bytes = rglru_forward_workspace_size(a);
   Tensor workspace = workspace_for(bytes, x);
-  throw_if_failed(rglru_decode(a, pointer_or_null(workspace), bytes, c10::cuda::getCurrentCUDAStream().stream()),
+  throw_if_failed(rglru_decode(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::rglru::decode");
   return y;
 }
@@ -279,8 +432,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tenso
     std::int64_t num_blocks, std::int64_t reset_mode, bool want_dh0, bool validate) {
   check_cuda_contiguous(x, x, "x");
   const c10::cuda::CUDAGuard guard(x.device());
+  const int device = static_cast<int>(x.get_device());
+  raise_earlier_device_check_failure(device);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   hawk::rglru::BackwardArguments a;
   a.shape = shape_of(x, cu_seqlens, num_blocks, validate);
+  route_device_checks(a.shape, device, stream);
   a.dtype = dtype_of(x, "x");
   a.reset_mode = reset_mode_of(reset_mode);
   const GateInputs g = gate_inputs(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, a.shape);
@@ -337,7 +494,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tenso
   }
   const std::size_t bytes = rglru_backward_workspace_size(a);
   Tensor workspace = workspace_for(bytes, x);
-  throw_if_failed(rglru_backward(a, pointer_or_null(workspace), bytes, c10::cuda::getCurrentCUDAStream().stream()),
+  throw_if_failed(rglru_backward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::rglru::backward");
   return {dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0};
 }
@@ -363,16 +520,30 @@ hawk::gate_residual::ProblemShape gate_residual_shape(const Tensor& rows, const 
   return s;
 }
 
-//! `layout` and `rows_per_group` are the backward's (saved for autograd); the forward does not need them.
+//! 0: kArbitrary, 1: kUniform (idx[r] == r / rows_per_group), 2: kContiguousSegments (matches hawk_torch/_ops.py).
+hawk::gate_residual::IndexLayout index_layout_of(std::int64_t layout, std::int64_t rows_per_group) {
+  TORCH_CHECK(layout >= 0 && layout <= 2, "hawk: layout must be 0 (arbitrary), 1 (uniform) or 2 (contiguous)");
+  TORCH_CHECK(layout != 1 || rows_per_group >= 1, "hawk: layout 1 (uniform) needs rows_per_group >= 1");
+  return static_cast<hawk::gate_residual::IndexLayout>(layout);
+}
+
+//! The forward checks idx against the declared layout too (on the device, with validate), so that a false claim
+//! is caught where it is made, before the backward relies on it.
 Tensor gate_residual_forward_cuda(const Tensor& residual, const Tensor& y, const Tensor& gate, const Tensor& idx,
-                                  std::int64_t /*layout*/, std::int64_t /*rows_per_group*/, bool validate) {
+                                  std::int64_t layout, std::int64_t rows_per_group, bool validate) {
   check_cuda_contiguous(residual, residual, "residual");
+  const c10::cuda::CUDAGuard guard(residual.device());
+  const int device = static_cast<int>(residual.get_device());
+  raise_earlier_device_check_failure(device);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   check_cuda_contiguous(y, residual, "y");
   TORCH_CHECK(y.sizes() == residual.sizes() && y.scalar_type() == residual.scalar_type(),
               "hawk: y must have residual's shape and dtype");
-  const c10::cuda::CUDAGuard guard(residual.device());
   hawk::gate_residual::ForwardArguments a;
   a.shape = gate_residual_shape(residual, gate, idx, validate);
+  route_device_checks(a.shape, device, stream);
+  a.layout = index_layout_of(layout, rows_per_group);
+  a.rows_per_group = rows_per_group;
   Tensor out = at::empty_like(residual);
   a.residual = residual.data_ptr();
   a.y = y.data_ptr();
@@ -381,8 +552,7 @@ Tensor gate_residual_forward_cuda(const Tensor& residual, const Tensor& y, const
   a.out = out.data_ptr();
   const std::size_t bytes = gate_residual_forward_workspace_size(a);
   Tensor workspace = workspace_for(bytes, residual);
-  throw_if_failed(gate_residual_forward(a, pointer_or_null(workspace), bytes,
-                                        c10::cuda::getCurrentCUDAStream().stream()),
+  throw_if_failed(gate_residual_forward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::gate_residual::forward");
   return out;
 }
@@ -391,14 +561,17 @@ std::tuple<Tensor, Tensor> gate_residual_backward_cuda(const Tensor& dout, const
                                                        const Tensor& idx, std::int64_t layout,
                                                        std::int64_t rows_per_group, bool validate) {
   check_cuda_contiguous(dout, dout, "dout");
+  const c10::cuda::CUDAGuard guard(dout.device());
+  const int device = static_cast<int>(dout.get_device());
+  raise_earlier_device_check_failure(device);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   check_cuda_contiguous(y, dout, "y");
   TORCH_CHECK(y.sizes() == dout.sizes() && y.scalar_type() == dout.scalar_type(),
               "hawk: dout must have y's shape and dtype");
-  TORCH_CHECK(layout >= 0 && layout <= 2, "hawk: layout must be 0 (arbitrary), 1 (uniform) or 2 (contiguous)");
-  const c10::cuda::CUDAGuard guard(dout.device());
   hawk::gate_residual::BackwardArguments a;
   a.shape = gate_residual_shape(dout, gate, idx, validate);
-  a.layout = static_cast<hawk::gate_residual::IndexLayout>(layout);
+  route_device_checks(a.shape, device, stream);
+  a.layout = index_layout_of(layout, rows_per_group);
   a.rows_per_group = rows_per_group;
   Tensor dy = at::empty_like(y);
   Tensor dgate = at::empty(gate.sizes(), gate.options().dtype(at::kFloat));
@@ -411,10 +584,26 @@ std::tuple<Tensor, Tensor> gate_residual_backward_cuda(const Tensor& dout, const
   a.dgate_type = hawk::gate_residual::DgateType::kFloat32;
   const std::size_t bytes = gate_residual_backward_workspace_size(a);
   Tensor workspace = workspace_for(bytes, dout);
-  throw_if_failed(gate_residual_backward(a, pointer_or_null(workspace), bytes,
-                                         c10::cuda::getCurrentCUDAStream().stream()),
+  throw_if_failed(gate_residual_backward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::gate_residual::backward");
   return {dy, dgate};
+}
+
+//! hawk::set_sync_checks: turns sync mode on or off, or (None) only asks; returns the mode before the call.
+bool set_sync_checks(std::optional<bool> enabled) {
+  if (!enabled.has_value()) return g_sync_checks.load();
+  return g_sync_checks.exchange(*enabled);
+}
+
+//! hawk::check_device_errors: raises, and clears, what the report word of cuda:`device` holds; nothing when it
+//! holds nothing. Does not synchronise: hawk_torch.check_device_errors synchronises the device first.
+void check_device_errors(std::int64_t device) {
+  const unsigned int bits = take_reported_bits(static_cast<int>(device));
+  if (bits == 0u) return;
+  TORCH_CHECK(false, "hawk: an asynchronous hawk call on cuda:", device, " failed its device checks: ",
+              hawk::device_check_verdict(bits).message(),
+              ". It wrote none of its outputs (the tensors it returned hold unspecified values, a decode state "
+              "pool is unchanged, and a replayed CUDA graph's output buffers keep what they held).");
 }
 
 }  // namespace
@@ -447,6 +636,10 @@ TORCH_LIBRARY(hawk, m) {
   m.def(
       "gate_residual_backward(Tensor dout, Tensor y, Tensor gate, Tensor idx, int layout, int rows_per_group, "
       "bool validate) -> (Tensor dy, Tensor dgate)");
+  // Device checks (see the file comment): sync mode, and the deferred verdicts of a device (no synchronisation
+  // here: hawk_torch.check_device_errors synchronises first).
+  m.def("set_sync_checks(bool? enabled) -> bool", &hawk_torch::set_sync_checks);
+  m.def("check_device_errors(int device) -> ()", &hawk_torch::check_device_errors);
 }
 
 TORCH_LIBRARY_IMPL(hawk, CUDA, m) {

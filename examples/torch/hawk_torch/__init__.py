@@ -8,10 +8,16 @@
 Importing builds the operator library on first use (torch.utils.cpp_extension, cached; see _build.py) and
 registers torch.ops.hawk.* with fake implementations and autograd, so torch.compile(fullgraph=True) traces
 through them.
+
+Index tensors (cu_seqlens, state_index, idx) are checked on the device without a host synchronisation: a bad one
+makes the call write nothing, and the RuntimeError naming it comes at the next hawk call on that device or from
+``hawk_torch.check_device_errors()`` (which synchronises); ``hawk_torch.set_sync_checks(True)`` (or
+HAWK_TORCH_SYNC_CHECKS=1) makes the faulting call raise at once. See _ops.py's docstring.
 """
 
 from ._build import load_library
-from ._ops import (FUSED_BLOCK_WIDTHS, TIME_CHUNK, gate_residual, rglru, rglru_decode_)
+from ._ops import (FUSED_BLOCK_WIDTHS, TIME_CHUNK, check_device_errors, gate_residual, rglru, rglru_decode_,
+                   set_sync_checks, sync_checks_enabled)
 from .modules import RGLRU, BlockDiagonalLinear
 
 __all__ = [
@@ -19,8 +25,11 @@ __all__ = [
     "TIME_CHUNK",
     "BlockDiagonalLinear",
     "RGLRU",
+    "check_device_errors",
     "gate_residual",
     "load_library",
     "rglru",
     "rglru_decode_",
+    "set_sync_checks",
+    "sync_checks_enabled",
 ]

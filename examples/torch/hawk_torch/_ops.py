@@ -4,9 +4,27 @@ The C++ library (csrc/ops.cpp) defines the operators and their CUDA implementati
 
 * registers a fake implementation for each, so that ``torch.compile(fullgraph=True)`` traces through them;
 * registers autograd formulas for the forward operators (the RG-LRU saves x, the parameters and its fp32
-  chunk checkpoints, not h: the backward recomputes h inside each chunk);
+  chunk checkpoints, not h: the backward recomputes h inside each chunk); the backward operators are not
+  differentiable, and a double backward through them raises instead of silently dropping terms;
 * offers the functional entry points ``rglru``, ``rglru_decode_`` and ``gate_residual``, which check shapes,
-  dtypes, devices and contiguity and raise clear Python errors before anything reaches a kernel.
+  dtypes, devices and contiguity and raise clear Python errors before anything reaches a kernel;
+* offers the device-check controls ``check_device_errors``, ``set_sync_checks`` and ``sync_checks_enabled``.
+
+Device checks. What only the device can check (``cu_seqlens``, ``state_index``, gate-residual ``idx`` and its
+declared layout) is checked by small kernels on the call's stream, without a host synchronisation, also inside
+CUDA-graph capture (``validate=True``, the default). A call whose checks fail writes nothing: the tensors it
+returned hold unspecified values and a decode state pool is unchanged. By default the call returns before its
+checks have run, and the RuntimeError naming the argument comes later, from the device's sticky report word:
+
+* at the start of the next hawk operator call on that device (forward, backward or decode; that call then does
+  not run). This is a host memory read, no synchronisation, so it only sees verdicts the device has already
+  published;
+* from ``check_device_errors(device)``, which synchronises the device first (call it where an error must be
+  caught, e.g. once per step, or after replaying a CUDA graph: a replay runs no Python and raises nothing).
+
+In sync mode (``set_sync_checks(True)`` or ``HAWK_TORCH_SYNC_CHECKS=1`` in the environment) every validating
+call synchronises once and raises at once (debugging, tests); during CUDA-graph capture it never synchronises, and
+the replays report as in the default mode.
 """
 
 from __future__ import annotations
@@ -249,6 +267,33 @@ def _gate_residual_backward_fake(dout, y, gate, idx, layout, rows_per_group, val
 # ---------------------------------------------------------------------------------------------------------------
 
 
+class _NotTwiceDifferentiable(torch.autograd.Function):
+    """Runs a hawk backward operator while autograd records the backward (``create_graph=True``): its results
+    then carry a node whose own backward raises, so that a double backward fails loudly instead of silently
+    missing the second-order terms through hawk's kernels. Only used when grad mode is on inside the backward;
+    the ordinary backward calls the operator directly (no overhead)."""
+
+    @staticmethod
+    def forward(ctx, what, op, *args):
+        ctx.what = what
+        return op(*args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            f"hawk_torch: double backward through {ctx.what} is not supported: hawk's backward kernels are not "
+            "differentiable, so a second derivative through them would silently miss terms. Differentiate "
+            f"{ctx.what} once (create_graph=False), or use a differentiable reference implementation where "
+            "second derivatives are needed.")
+
+
+def _backward_op(what: str, op, *args):
+    """``op(*args)``; differentiable only into an error when the backward itself is being recorded."""
+    if torch.is_grad_enabled():  # create_graph=True (autograd turns grad mode off in an ordinary backward)
+        return _NotTwiceDifferentiable.apply(what, op, *args)
+    return op(*args)
+
+
 def _rglru_setup_context(ctx, inputs, output):
     (x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode, save_checkpoints,
      validate) = inputs
@@ -269,9 +314,9 @@ def _rglru_backward(ctx, dy, dh_final, _dcheckpoints):
     if dh_final is not None:
         dh_final = dh_final.to(torch.float32).contiguous()
     want_dh0 = h0 is not None and ctx.needs_input_grad[9]
-    dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0 = _ops.rglru_backward(
-        x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints, dy, dh_final, ctx.num_blocks,
-        ctx.reset_mode, want_dh0, ctx.validate)
+    dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0 = _backward_op(
+        "hawk_torch.rglru", _ops.rglru_backward, x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens,
+        checkpoints, dy, dh_final, ctx.num_blocks, ctx.reset_mode, want_dh0, ctx.validate)
     fused = Wx is not None
     return (
         dx,
@@ -300,13 +345,69 @@ def _gate_residual_setup_context(ctx, inputs, output):
 def _gate_residual_backward(ctx, dout):
     y, gate, idx = ctx.saved_tensors
     dout = dout.to(y.dtype).contiguous()
-    dy, dgate = _ops.gate_residual_backward(dout, y, gate, idx, ctx.layout, ctx.rows_per_group, ctx.validate)
+    dy, dgate = _backward_op("hawk_torch.gate_residual", _ops.gate_residual_backward, dout, y, gate, idx,
+                             ctx.layout, ctx.rows_per_group, ctx.validate)
     # d residual = d out: no copy.
     return dout, dy, dgate.to(gate.dtype), None, None, None, None
 
 
 torch.library.register_autograd("hawk::gate_residual_forward", _gate_residual_backward,
                                 setup_context=_gate_residual_setup_context)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# device checks: deferred verdicts and sync mode (the module docstring says what a caller sees and when)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _cuda_index(where: str, device) -> int:
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "cuda":
+        _fail(where, f"device must be a CUDA device, got {device}")
+    return torch.cuda.current_device() if device.index is None else device.index
+
+
+def check_device_errors(device: Union[torch.device, str, int, None] = None, *, synchronize: bool = True) -> None:
+    """Raises the device-check failure of any earlier hawk call on ``device`` (default: the current CUDA device)
+    that has not been raised yet; returns None when there is none.
+
+    With ``synchronize=True`` (the default) it first waits for all work queued on the device, so that every hawk
+    call made so far has published its verdict: the one place to catch a bad ``cu_seqlens``, ``state_index`` or
+    ``idx`` exactly (e.g. once per step, or after replaying a CUDA graph). ``synchronize=False`` only reads the
+    report word (no synchronisation; it sees the verdicts the device has already published). The RuntimeError
+    names the argument at fault (several, when several calls failed); raising clears the word. Refused during
+    CUDA-graph capture on the current stream (nothing may synchronise then): call it after a replay.
+    """
+    where = "hawk_torch.check_device_errors"
+    index = _cuda_index(where, device)
+    if synchronize:
+        with torch.cuda.device(index):
+            if torch.cuda.is_current_stream_capturing():
+                _fail(where, "the current stream is being captured into a CUDA graph, which may not be "
+                             "synchronised; call it after replaying the graph", RuntimeError)
+        torch.cuda.synchronize(index)
+    _ops.check_device_errors(index)
+
+
+def set_sync_checks(enabled: bool = True) -> bool:
+    """Sync mode on (True) or off (False) for every later hawk call in this process; returns the previous mode.
+
+    In sync mode every call that validates (``validate=True``) waits for its device checks (one synchronisation)
+    and raises at once, a RuntimeError naming the argument, with nothing written: for debugging and tests. During
+    CUDA-graph capture nothing synchronises even then; the replays report through ``check_device_errors``. The
+    default (off) never synchronises: see ``check_device_errors``. ``HAWK_TORCH_SYNC_CHECKS=1`` in the
+    environment turns sync mode on when the library loads.
+    """
+    return bool(_ops.set_sync_checks(bool(enabled)))
+
+
+def sync_checks_enabled() -> bool:
+    """Whether sync mode is on (``set_sync_checks``)."""
+    return bool(_ops.set_sync_checks(None))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -339,8 +440,16 @@ def rglru(
     ``reset``: a bool/uint8 tensor ``[B, L]`` (``[T]`` packed), nonzero where a token starts a document (that is
     ``segment_pos == 0``); or ``"sequence_start"`` (the first token of each sequence; the default without h0),
     or ``"none"`` (no resets; the default with h0, which the state then continues).
-    ``h_final`` is ``[N, W]`` fp32. ``validate=False`` skips the device-side check of ``cu_seqlens`` (one
-    synchronising copy), e.g. under CUDA graphs.
+    ``h_final`` is ``[N, W]`` fp32.
+
+    ``validate=True`` (the default) checks ``cu_seqlens`` on the device (``cu_seqlens[0] == 0``, never
+    decreasing, ``cu_seqlens[N] == T``) in the forward and in the backward, without a host synchronisation and
+    inside CUDA-graph capture too. A bad ``cu_seqlens`` makes the call write nothing (y, h_final and the
+    gradients hold unspecified values); the RuntimeError naming ``cu_seqlens`` comes from the next hawk call on
+    the device or from ``hawk_torch.check_device_errors()``, or at once in sync mode
+    (``hawk_torch.set_sync_checks(True)``). ``validate=False`` skips the check: the kernels still never read or
+    write outside their buffers (a sequence whose offsets are out of range is skipped), but its results are
+    then unspecified.
     """
     where = "hawk_torch.rglru"
     n, t, width = _problem(where, x, cu_seqlens)
@@ -377,10 +486,21 @@ def rglru_decode_(
     """A decode step: a few new tokens per sequence continue the cached states in ``state``, updated in place.
 
     ``state`` is a pool ``[S, W]`` (fp32, contiguous); sequence n reads and writes row ``state_index[n]``
-    (int32 [N], rows must not repeat) or row n when ``state_index`` is None (then S = N). ``x`` is
-    ``[N, L, W]`` (L = 1 for token-by-token decoding) or packed ``[T, W]`` with ``cu_seqlens``. ``reset``
-    flags (optional) start a new document at a token. Returns y; not differentiable (inference).
-    Token-by-token decoding gives bitwise the y and final state of one prefill call.
+    (int32 [N]) or row n when ``state_index`` is None (then S = N). ``state_index[n] == -1`` marks a padding
+    sequence (a batch padded to a captured graph's size): no pool row is read or written for it, and its rows
+    of the returned y are unspecified (y is not zeroed); the other sequences get bitwise what a call without it
+    gives. ``state`` is the only tensor written in place: it may not share memory with any other argument
+    (ValueError). ``x`` is ``[N, L, W]`` (L = 1 for token-by-token decoding) or packed ``[T, W]`` with
+    ``cu_seqlens``. ``reset`` flags (optional) start a new document at a token. Returns y; not differentiable
+    (inference). Token-by-token decoding gives bitwise the y and final state of one prefill call.
+
+    ``validate=True`` (the default) checks on the device, without a host synchronisation (CUDA graphs too),
+    that every ``state_index`` is -1 or in [0, S), that no pool row is named twice, and ``cu_seqlens`` as
+    ``rglru`` does. A failed check makes the call write nothing (the pool is unchanged, y is unspecified); the
+    RuntimeError naming the argument comes from the next hawk call on the device or from
+    ``hawk_torch.check_device_errors()``, or at once in sync mode (``hawk_torch.set_sync_checks(True)``).
+    ``validate=False`` skips the checks: an out-of-range slot is skipped, but two sequences naming the same row
+    race on it.
     """
     where = "hawk_torch.rglru_decode_"
     n, t, width = _problem(where, x, cu_seqlens)
@@ -421,7 +541,17 @@ def gate_residual(
     ``layout`` tells the backward how idx is laid out: ``"arbitrary"`` (always correct), ``"uniform"``
     (idx[r] == r // rows_per_group) or ``"contiguous"`` (each gate row's rows form one run); every layout gives
     the same bits. d gate is accumulated in fp32, in a fixed order (bitwise repeatable), and returned in
-    gate's dtype. ``validate=False`` skips the device-side range check of idx (one synchronising copy).
+    gate's dtype.
+
+    ``validate=True`` (the default) checks on the device, in the forward and in the backward, without a host
+    synchronisation (CUDA graphs too), that 0 <= idx < G and that idx follows the declared ``layout``. A failed
+    check makes the call write nothing (out, or d y and d gate, hold unspecified values); the RuntimeError
+    naming ``idx`` comes from the next hawk call on the device or from ``hawk_torch.check_device_errors()``, or
+    at once in sync mode (``hawk_torch.set_sync_checks(True)``). ``validate=False`` skips the checks (the caller
+    guarantees idx and its layout): the kernels still never read or write outside their buffers (the forward
+    skips a row whose idx is out of range), but the results for a bad idx or a false layout are then
+    unspecified. Even then the backward's index plan (layouts "arbitrary" and "contiguous") finds an
+    out-of-range idx or a false "contiguous" claim as a by-product: it then writes nothing and reports as above.
     """
     where = "hawk_torch.gate_residual"
     _check_tensor(where, "residual", residual)

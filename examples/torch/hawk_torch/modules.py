@@ -97,7 +97,8 @@ class RGLRU(nn.Module):
     def decode_(self, x: Tensor, state: Tensor, state_index: Optional[Tensor] = None,
                 segment_pos: Optional[Tensor] = None) -> Tensor:
         """One or a few tokens per sequence continue states kept in a pool ``state [S, W]`` (fp32, updated in
-        place; sequence n uses row ``state_index[n]``). x ``[N, L, W]``. Returns y (no gradient)."""
+        place; sequence n uses row ``state_index[n]``, -1 for a padding sequence: see hawk_torch.rglru_decode_).
+        x ``[N, L, W]``. Returns y (no gradient)."""
         reset = None if segment_pos is None else (segment_pos == 0).contiguous()
         with torch.no_grad():
             return rglru_decode_(x.contiguous(), self.a_param, self.input_gate.w, self.input_gate.b, self.a_gate.w,

@@ -1,4 +1,5 @@
-"""pytest setup for hawk_torch: import paths and a fresh seed per test."""
+"""pytest setup for hawk_torch: import paths, a fresh seed per test, the device-check modes (sync, deferred) and
+the check that no test leaves a device-check failure unreported."""
 
 from __future__ import annotations
 
@@ -21,3 +22,28 @@ def seed(request):
     torch.manual_seed(value)
     print(f"{request.node.name}: HAWK_TORCH_SEED={value}")
     return value
+
+
+@pytest.fixture(params=["sync", "deferred"])
+def check_mode(request):
+    """Runs a test in both device-check modes: "sync" (hawk_torch.set_sync_checks(True): a bad index tensor makes
+    the call raise at once) and "deferred" (the default: the call returns, the error comes later)."""
+    import hawk_torch
+
+    previous = hawk_torch.set_sync_checks(request.param == "sync")
+    try:
+        hawk_torch.check_device_errors()
+    except RuntimeError as error:  # left behind by an earlier failed test, which reported it already
+        print(f"cleared a device-check failure left by an earlier test: {error}")
+    yield request.param
+    hawk_torch.set_sync_checks(previous)
+
+
+@pytest.fixture(autouse=True)
+def no_device_check_failure_left_behind():
+    """After every test: no hawk call may have left a device-check failure unreported (it would make the next
+    test's first hawk call raise). Synchronises the current device; the error names the argument."""
+    yield
+    hawk_torch = sys.modules.get("hawk_torch")
+    if hawk_torch is not None and torch.cuda.is_available():
+        hawk_torch.check_device_errors()

@@ -189,6 +189,36 @@ def test_split_and_token_by_token_decode_are_bitwise_equal_to_one_call(seed):
         assert not torch.equal(h_nudged, h_plain)
 
 
+@pytest.mark.parametrize("length", [1, 3], ids=["one token", "three tokens"])
+@pytest.mark.parametrize("pool_rows, slots", [(6, [4, -1, 1]), (2, [-1, 1, -1, 0])],
+                         ids=["a spare pool", "fewer rows than sequences"])
+def test_decode_padding_slots_touch_no_pool_row(pool_rows, slots, length, seed):
+    """state_index -1 marks a padding sequence: no pool row is read or written for it, and the other sequences
+    get bitwise the y and states of a call without it. The padded sequences' rows of y are unspecified."""
+    W, H, dtype = 128, 2, torch.bfloat16
+    params = fused_parameters(W, H)
+    n = len(slots)
+    x = uniform((n, length, W), dtype)
+    pool = uniform((pool_rows, W))
+    original = pool.clone()
+    real = [i for i, slot in enumerate(slots) if slot >= 0]
+    with torch.no_grad():
+        y = hawk_torch.rglru_decode_(x, *params, state=pool,
+                                     state_index=torch.tensor(slots, dtype=torch.int32, device="cuda"))
+        expected = original.clone()
+        y_real = hawk_torch.rglru_decode_(x[real].contiguous(), *params, state=expected,
+                                          state_index=torch.tensor([slots[i] for i in real], dtype=torch.int32,
+                                                                   device="cuda"))
+    hawk_torch.check_device_errors()  # -1 is no error
+    assert torch.equal(pool, expected)
+    assert torch.equal(y[real], y_real)
+    used = {slots[i] for i in real}
+    unused = [r for r in range(pool_rows) if r not in used]
+    if unused:
+        assert torch.equal(pool[unused], original[unused])
+    assert not torch.equal(pool[sorted(used)], original[sorted(used)])  # negative control: the real rows moved
+
+
 def test_all_gradients_are_bitwise_repeatable(seed):
     B, L, W, H, dtype = 4, 300, 256, 2, torch.bfloat16
     master = fused_parameters(W, H)
