@@ -1,7 +1,8 @@
 //! \file
 //! The float64 RG-LRU reference (hawk/reference/rglru.hpp) is the oracle of every GPU test, so it is checked
 //! here on its own: against hand-computed numbers, against central finite differences for every gradient, and
-//! for the structural properties the kernels must share (packing, splitting, fused == gate-logits).
+//! for the structural properties the kernels must share (packing, splitting, fused == gate-logits, resets that
+//! drop NaN and Inf states by selection).
 
 #include <catch2/catch.hpp>
 
@@ -247,7 +248,8 @@ TEST_CASE("reference rglru: a reset drops the state and skips the sqrt factor (h
     CHECK(g.y[2] == f.y[2]);
   }
   SECTION("backward: the reset cuts the gradient path to h0") {
-    // dh0 = ā_0 · dh_0 and dh_0 = dy_0 + ā_1 · dh_1 with ā_1 = 0, so dh0 = (1/16) · dy_0.
+    // dh0 = ā_0 · dh_0, and token 1 is a reset, so dh_0 = dy_0 (selected: dh_1 does not cross the reset) and
+    // dh0 = (1/16) · dy_0.
     const RglruGrads g = rglru_backward(pr.p, pr.in, {1.0, -1.0, 0.5}, {0.25});
     CHECK(g.dh0[0] == Approx(1.0 / 16.0).epsilon(1e-14));
     // dlog_a = 0 at the reset: the reset token contributes nothing to dga.
@@ -669,5 +671,174 @@ TEST_CASE("reference rglru: bad input throws std::invalid_argument", "[reference
     dh_final.pop_back();
     CHECK_THROWS_AS(rglru_backward(good.p, good.in, dy, good.F), std::invalid_argument);
     CHECK_THROWS_AS(rglru_backward(good.p, good.in, good.G, dh_final), std::invalid_argument);
+  }
+}
+
+// ---- resets drop non-finite states by selection (SPEC §1) ---------------------------------------------------
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool all_finite(const Vec& v) {
+  return std::all_of(v.begin(), v.end(), [](double e) { return std::isfinite(e); });
+}
+
+//! One sequence (a packed row) holding documents of the given lengths, each starting with a reset (t = 0 too),
+//! and a NaN / Inf initial state that the first reset must drop.
+Problem row_of_documents(std::uint64_t seed, bool fused, const std::vector<Index>& lengths) {
+  std::vector<Index> starts = {0};
+  for (Index length : lengths) starts.push_back(starts.back() + length);
+  std::vector<std::uint8_t> reset(static_cast<std::size_t>(starts.back()), 0);
+  for (std::size_t k = 0; k + 1 < starts.size(); ++k) reset[static_cast<std::size_t>(starts[k])] = 1;
+  Problem pr = make_problem(seed, fused, {0, starts.back()}, reset, true);
+  for (std::size_t d = 0; d < pr.in.h0.size(); ++d) pr.in.h0[d] = d % 3 == 0 ? kNaN : (d % 3 == 1 ? kInf : -kInf);
+  return pr;
+}
+
+//! Document k of a row as its own call: its tokens, a reset at its first token, a NaN initial state, and the
+//! row's dh_final only when it is the row's last document (the others' dh_final is zero).
+Problem document(const Problem& row, const std::vector<Index>& lengths, std::size_t k) {
+  Index begin = 0;
+  for (std::size_t j = 0; j < k; ++j) begin += lengths[j];
+  const bool last = k + 1 == lengths.size();
+  return piece(row, begin, begin + lengths[k], Vec(static_cast<std::size_t>(kWidth), kNaN), last ? row.F : Vec{});
+}
+
+}  // namespace
+
+TEST_CASE("reference rglru: a NaN or Inf h0 dropped by a reset at t = 0 gives finite results, the bits of h0 = 0",
+          "[reference][non_finite]") {
+  const std::vector<Index> cu = kPackedCu;
+  const std::vector<std::uint8_t> reset = hawk::reference::reset_at_sequence_starts(cu);
+  for (const bool fused : {true, false}) {
+    INFO("fused " << fused);
+    Problem clean = make_problem(0xf00d0101u, fused, cu, reset, true);
+    std::fill(clean.in.h0.begin(), clean.in.h0.end(), 0.0);
+    Problem dirty = clean;
+    for (std::size_t d = 0; d < dirty.in.h0.size(); ++d)
+      dirty.in.h0[d] = d % 3 == 0 ? kNaN : (d % 3 == 1 ? kInf : -kInf);
+
+    const RglruForwardResult fc = rglru_forward(clean.p, clean.in), fd = rglru_forward(dirty.p, dirty.in);
+    CHECK(all_finite(fd.y));
+    CHECK(all_finite(fd.h_final));
+    CHECK(bitwise_equal(fd.y, fc.y));
+    CHECK(bitwise_equal(fd.h_final, fc.h_final));
+
+    const RglruGrads gc = backward(clean), gd = backward(dirty);
+    struct Named {
+      const char* name;
+      const Vec* got;
+      const Vec* want;
+    };
+    const Named gradients[] = {{"dx", &gd.dx, &gc.dx},       {"dgx", &gd.dgx, &gc.dgx}, {"dga", &gd.dga, &gc.dga},
+                               {"dWx", &gd.dWx, &gc.dWx},    {"dbx", &gd.dbx, &gc.dbx}, {"dWa", &gd.dWa, &gc.dWa},
+                               {"dba", &gd.dba, &gc.dba},    {"da_param", &gd.da_param, &gc.da_param},
+                               {"dh0", &gd.dh0, &gc.dh0}};
+    for (const Named& g : gradients) {
+      INFO(g.name);
+      CHECK(all_finite(*g.got));
+      CHECK(bitwise_equal(*g.got, *g.want));
+    }
+    // Every sequence starts with a reset: h0 reaches nothing, its gradient is exactly 0.
+    CHECK(max_abs(gd.dh0) == 0.0);
+    CHECK(max_abs(gd.dx) > 0.0);
+  }
+}
+
+TEST_CASE("reference rglru: a NaN x in one document of a packed row never reaches the next documents (forward)",
+          "[reference][non_finite]") {
+  const std::vector<Index> lengths = {3, 4, 3};  // documents [0, 3), [3, 7), [7, 10)
+  for (const bool fused : {true, false}) {
+    INFO("fused " << fused);
+    const Problem clean = row_of_documents(0xf00d0102u, fused, lengths);
+    Problem dirty = clean;
+    dirty.in.x[static_cast<std::size_t>(1 * kWidth + 0)] = kNaN;  // first document, token 1
+    dirty.in.x[static_cast<std::size_t>(4 * kWidth + 2)] = kInf;  // second document, token 4
+    const RglruForwardResult fc = rglru_forward(clean.p, clean.in), fd = rglru_forward(dirty.p, dirty.in);
+    // The poison spreads within its document (to the end of it) ...
+    CHECK(std::isnan(fd.y[static_cast<std::size_t>(1 * kWidth + 0)]));
+    CHECK(std::isnan(fd.y[static_cast<std::size_t>(2 * kWidth + 0)]));
+    CHECK_FALSE(all_finite(rows(fd.y, 4, 7)));
+    // ... and stops at the next reset: the third document has the clean run's bits, and so does the final state.
+    CHECK(all_finite(rows(fd.y, 0, 1)));
+    CHECK(bitwise_equal(rows(fd.y, 7, 10), rows(fc.y, 7, 10)));
+    CHECK(bitwise_equal(rows(fd.y, 0, 1), rows(fc.y, 0, 1)));
+    CHECK(bitwise_equal(fd.h_final, fc.h_final));
+    CHECK(all_finite(fd.h_final));
+  }
+}
+
+TEST_CASE("reference rglru: a NaN dy in one document of a packed row never reaches the earlier documents' "
+          "gradients (backward)",
+          "[reference][non_finite]") {
+  const std::vector<Index> lengths = {3, 4, 3};  // documents [0, 3), [3, 7), [7, 10)
+  for (const bool fused : {true, false}) {
+    INFO("fused " << fused);
+    const Problem clean = row_of_documents(0xf00d0103u, fused, lengths);
+    Problem dirty = clean;
+    dirty.G[static_cast<std::size_t>(5 * kWidth + 1)] = kNaN;  // second document, token 5
+    dirty.F[3] = kInf;                                          // dh_final: reaches the third document only
+    const RglruGrads gc = backward(clean), gd = backward(dirty);
+    // Within its document the poison flows backwards in time ...
+    CHECK(std::isnan(gd.dx[static_cast<std::size_t>(3 * kWidth + 1)]));
+    CHECK_FALSE(all_finite(rows(gd.dx, 7, 10)));
+    // ... never across the reset at its first token: the first document's row gradients have the clean bits.
+    CHECK(all_finite(rows(gd.dx, 0, 3)));
+    CHECK(bitwise_equal(rows(gd.dx, 0, 3), rows(gc.dx, 0, 3)));
+    CHECK(bitwise_equal(rows(gd.dgx, 0, 3), rows(gc.dgx, 0, 3)));
+    CHECK(bitwise_equal(rows(gd.dga, 0, 3), rows(gc.dga, 0, 3)));
+    // h0 was dropped by the reset at t = 0: its gradient is 0, not NaN.
+    CHECK(bitwise_equal(gd.dh0, gc.dh0));
+    CHECK(max_abs(gd.dh0) == 0.0);
+  }
+}
+
+TEST_CASE("reference rglru: a packed row equals its documents run as separate calls bitwise, NaN and Inf included",
+          "[reference][non_finite]") {
+  const std::vector<Index> lengths = {3, 1, 4, 2};  // a one-token document, and one at the row's end
+  for (const bool fused : {true, false}) {
+    for (const bool poisoned : {false, true}) {
+      INFO("fused " << fused << ", poisoned " << poisoned);
+      Problem row = row_of_documents(0xf00d0104u, fused, lengths);
+      if (poisoned) {
+        row.in.x[static_cast<std::size_t>(1 * kWidth + 4)] = kNaN;   // document 0
+        row.in.x[static_cast<std::size_t>(3 * kWidth + 0)] = -kInf;  // document 1 (its only token)
+        row.G[static_cast<std::size_t>(6 * kWidth + 3)] = kNaN;      // document 2
+        row.G[static_cast<std::size_t>(8 * kWidth + 5)] = kInf;      // document 3
+        row.F[1] = kNaN;                                             // dh_final: document 3
+      }
+      const RglruForwardResult f = rglru_forward(row.p, row.in);
+      const RglruGrads g = backward(row);
+      Vec y, dx, dgx, dga, h_final, dh0;
+      for (std::size_t k = 0; k < lengths.size(); ++k) {
+        const Problem one = document(row, lengths, k);
+        const RglruForwardResult fo = rglru_forward(one.p, one.in);
+        const RglruGrads go = backward(one);
+        append(y, fo.y);
+        append(dx, go.dx);
+        append(dgx, go.dgx);
+        append(dga, go.dga);
+        if (k == 0) dh0 = go.dh0;
+        if (k + 1 == lengths.size()) h_final = fo.h_final;
+      }
+      CHECK(bitwise_equal(f.y, y));
+      CHECK(bitwise_equal(f.h_final, h_final));
+      CHECK(bitwise_equal(g.dx, dx));
+      CHECK(bitwise_equal(g.dgx, dgx));
+      CHECK(bitwise_equal(g.dga, dga));
+      CHECK(bitwise_equal(g.dh0, dh0));
+      if (poisoned) {
+        // The comparison is not vacuous: every document holds non-finite values, one per document.
+        CHECK_FALSE(all_finite(rows(y, 0, 3)));
+        CHECK_FALSE(all_finite(rows(y, 3, 4)));
+        CHECK_FALSE(all_finite(rows(dx, 4, 8)));
+        CHECK_FALSE(all_finite(rows(dx, 8, 10)));
+      } else {
+        CHECK(all_finite(y));
+        CHECK(all_finite(dx));
+      }
+    }
   }
 }

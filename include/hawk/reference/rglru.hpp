@@ -8,6 +8,11 @@
 //!
 //! Mode: fused when `RglruInputs::gx` is empty (the block-diagonal projections are computed from Wx, bx, Wa,
 //! ba); gate-logits when gx and ga are given (the parameters' projection fields are ignored).
+//!
+//! Resets drop the state by selection, not by a multiplication with ā = 0 (SPEC §1): at a reset h_t = u_t
+//! whatever h_{t-1} holds, and in the backward dh_t = dy_t when token t + 1 is a reset, dh0 = 0 when token 0
+//! is. So a NaN or Inf in h0, in an earlier document of a packed row or in a later document's dy never crosses
+//! a reset, and a packed row gives the bits of its documents run as separate calls, non-finite values included.
 
 #include <cstddef>
 #include <cstdint>
@@ -160,7 +165,7 @@ inline RglruForwardResult rglru_forward(const RglruParams& p, const RglruInputs&
         const auto e = static_cast<std::size_t>(t * W + d);
         const bool reset = !in.reset.empty() && in.reset[static_cast<std::size_t>(t)] != 0;
         const auto s = detail::token_state(in.x[e], out.gx[e], out.ga[e], p.a_param[static_cast<std::size_t>(d)], reset);
-        h = s.a_bar * h + s.u;
+        h = reset ? s.u : s.a_bar * h + s.u;  // selection: a reset drops h, NaN and Inf included
         out.y[e] = h;
       }
       out.h_final[static_cast<std::size_t>(n * W + d)] = h;
@@ -194,12 +199,13 @@ inline RglruGrads rglru_backward(const RglruParams& p, const RglruInputs& in, co
       const double h_init = in.h0.empty() ? 0.0 : in.h0[static_cast<std::size_t>(n * W + d)];
       double dh_next = dh_final.empty() ? 0.0 : dh_final[static_cast<std::size_t>(n * W + d)];
       double a_bar_next = 1.0;  // dh_{L-1} = dy_{L-1} + dh_final: the "next" factor is 1 for dh_final
+      bool reset_next = false;  // whether token t + 1 is a reset (dh_final is never cut)
       double da_param_sum = 0.0;
       for (std::int64_t t = end - 1; t >= begin; --t) {
         const auto e = static_cast<std::size_t>(t * W + d);
         const bool reset = !in.reset.empty() && in.reset[static_cast<std::size_t>(t)] != 0;
         const auto s = detail::token_state(in.x[e], fwd.gx[e], fwd.ga[e], a_param, reset);
-        const double dh = dy[e] + a_bar_next * dh_next;
+        const double dh = reset_next ? dy[e] : dy[e] + a_bar_next * dh_next;  // selection at a reset
         const double h_prev = t > begin ? fwd.y[e - static_cast<std::size_t>(W)] : h_init;
         const double da_bar = dh * h_prev;
         const double di = dh * in.x[e] * s.m;
@@ -211,9 +217,10 @@ inline RglruGrads rglru_backward(const RglruParams& p, const RglruInputs& in, co
         da_param_sum += dlog_a * (-8.0 * s.r);
         dh_next = dh;
         a_bar_next = s.a_bar;
+        reset_next = reset;
       }
-      // dh0 = ā_0 · dh_0; for an empty sequence dh0 = dh_final.
-      g.dh0[static_cast<std::size_t>(n * W + d)] = a_bar_next * dh_next;
+      // dh0 = ā_0 · dh_0, and 0 when token 0 is a reset (h0 was dropped); for an empty sequence dh0 = dh_final.
+      g.dh0[static_cast<std::size_t>(n * W + d)] = reset_next ? 0.0 : a_bar_next * dh_next;
       g.da_param[static_cast<std::size_t>(d)] += math::sigmoid(a_param) * da_param_sum;
     }
   }

@@ -3,9 +3,12 @@
 //! `hawk::rglru::Backward<Config>`: the host operator of the RG-LRU backward for one compile-time configuration
 //! (CUTLASS style), `Config` = `BackwardConfig<ForwardConfig<...>>`. `can_implement(args)` checks everything
 //! checkable on the host and touches no device memory; `workspace_size(args)`; `run(args, workspace,
-//! workspace_bytes, stream)` validates the device-side index tensors when asked (validate.cuh) and launches.
-//! No hidden allocation, no global state; the only synchronisation is the optional device-input validation.
-//! Bad input returns a Status and writes nothing: every check runs before the first launch.
+//! workspace_bytes, stream)` launches the device checks of the index tensors when asked (validate.cuh), then
+//! the backward's kernels. No hidden allocation, no global state, no synchronisation unless
+//! `shape.wait_for_device_checks` asks for the device checks' verdict (core/device_checks.cuh gives the
+//! protocol; it works inside CUDA-graph capture). Bad input writes nothing: the host checks run before the
+//! first launch and return a Status; a bad index tensor found on the device makes every kernel that writes an
+//! output return at once, and its verdict reaches the caller as the protocol says.
 //!
 //! What it computes (SPEC §1): from dy and an optional dh_final, with the forward's inputs and its fp32 chunk
 //! checkpoints (the forward must have been run with `checkpoints` and `checkpoint_chunk == TimeChunk`):
@@ -15,17 +18,27 @@
 //! chunk 0 is checkpoint row 0, which holds h0 (or 0) as the forward saw it, even if the forward updated the
 //! state in place.
 //!
-//! Workspace (fp32, each region 256-byte aligned; the workspace itself must be 256-byte aligned, as cudaMalloc
+//! Padding (SPEC §1): a sequence whose `state_index` slot is -1 is skipped: none of its dy, x, gx, ga, reset
+//! flags, checkpoints or dh_final row is read, none of its dx, dgx, dga rows or dh0 row is written, and it adds
+//! nothing to the parameter gradients (they equal the batch's without it, up to the grouping of the partial
+//! sums of dW, db). With the device checks off, a sequence whose offsets or slot are out of range is skipped
+//! the same way (sequence_extent.cuh): no kernel reads or writes outside its buffers, whatever the caller
+//! declares.
+//!
+//! Workspace (each region 256-byte aligned; the workspace itself must be 256-byte aligned, as cudaMalloc
 //! returns it), `workspace_size(args)` bytes:
-//! - both modes: the d a_param partials, N·W·4 bytes, plus 256 bytes for the device-input validation flag
-//!   when it runs;
+//! - first, when the device checks run: the check word and the state-slot claim table (DeviceCheckLayout), so
+//!   that `read_device_checks(workspace, stream)` finds the verdict at offset 0;
+//! - both modes: the d a_param partials, N·W·4 bytes;
 //! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·T·W·4 = 12·T·W
 //!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
-//!   dbx, dba (2·S·W·4 bytes), S = ceil(T / 1024).
+//!   dbx, dba (2·S·W·4 bytes), S = ceil(T / 1024); and T bytes of live-token flags when a token can belong to
+//!   no sequence the backward runs (`state_index` given, or packed with the device checks off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
 //! (T·W·4 / TimeChunk bytes).
 //!
-//! Aliasing: no output may overlap an input, except dh0 == dh_final (a state pool updated in place).
+//! Aliasing: no output may overlap an input, another output or the workspace, except dh0 == dh_final exactly (a
+//! state pool updated in place); the host checks return kInvalidArgument naming both tensors.
 //!
 //! Determinism: every gradient is bitwise repeatable (fixed tiles, fixed reduction orders, no atomics). Row
 //! gradients (dx, dgx, dga, dh0) are bitwise batch-invariant. Split consistency: running a sequence's backward in
@@ -40,6 +53,7 @@
 #include <string>
 
 #include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
@@ -54,6 +68,8 @@
 
 namespace hawk {
 namespace rglru {
+
+inline Status check_backward_overlaps(const BackwardArguments& args);
 
 //! Checks of BackwardArguments that do not depend on the configuration (shared with the default dispatch).
 inline Status check_backward_shape(const BackwardArguments& args) {
@@ -103,21 +119,125 @@ inline Status check_backward_shape(const BackwardArguments& args) {
                    is_aligned(args.dbx, 4) && is_aligned(args.dba, 4) && is_aligned(args.da_param, 4) &&
                    is_aligned(args.state_index, 4) && is_aligned(s.cu_seqlens, 4),
                StatusCode::kMisalignedPointer, "fp32 and int32 tensors must be 4-byte aligned");
+  return check_backward_overlaps(args);
+}
+
+namespace backward_detail {
+
+//! count · size bytes, saturated at 2^62: a meaningless size never wraps, and pointer + bytes in the overlap
+//! test cannot overflow (the sizes were checked to be positive by check_problem_shape).
+inline std::size_t saturating_bytes(std::int64_t count, std::size_t size) {
+  constexpr std::size_t kCap = std::size_t{1} << 62;
+  const auto c = static_cast<std::size_t>(count > 0 ? count : 0);
+  return size != 0 && c > kCap / size ? kCap : c * size;
+}
+
+inline std::size_t saturating_bytes(std::int64_t rows, std::int64_t cols, std::size_t size) {
+  return saturating_bytes(rows, saturating_bytes(cols, size));
+}
+
+
+//! The byte ranges of a call's tensors, for the overlap checks. Only the tensors the mode uses count; dh_final
+//! is left out when it is dh0 itself (the documented in-place pair).
+struct BackwardTensorRanges {
+  static constexpr int kInputs = 15;
+  static constexpr int kOutputs = 9;
+  TensorBytes inputs[kInputs];
+  TensorBytes outputs[kOutputs];
+};
+
+inline BackwardTensorRanges backward_tensor_ranges(const BackwardArguments& args) {
+  const ProblemShape& s = args.shape;
+  const bool fused = args.mode == GateMode::kFused;
+  const std::size_t element = size_of(args.dtype);
+  const std::int64_t T = s.num_tokens, W = s.width, N = s.num_sequences;
+  const std::int64_t rows = args.state_index != nullptr ? s.num_state_rows : N;
+  const std::size_t row_matrix = saturating_bytes(T, W, element);             // [T, W] E
+  const std::size_t state_matrix = saturating_bytes(rows, W, 4);              // [S, W] fp32
+  const std::size_t weights = saturating_bytes(W, s.block_width(), element);  // [H, w, w] E: W · w elements
+  const std::size_t weight_grads = saturating_bytes(W, s.block_width(), 4);   // [H, w, w] fp32
+  const std::size_t vector = saturating_bytes(W, 4);                          // [W] or [H, w] fp32
+  const std::size_t checkpoint_bytes =
+      args.checkpoint_chunk >= 1 ? saturating_bytes(checkpoint_rows(T, N, args.checkpoint_chunk), W, 4) : 0;
+  return BackwardTensorRanges{
+      {
+          {args.x, row_matrix, "x"},
+          {fused ? args.Wx : nullptr, weights, "Wx"},
+          {fused ? args.bx : nullptr, vector, "bx"},
+          {fused ? args.Wa : nullptr, weights, "Wa"},
+          {fused ? args.ba : nullptr, vector, "ba"},
+          {fused ? nullptr : args.gx, row_matrix, "gx"},
+          {fused ? nullptr : args.ga, row_matrix, "ga"},
+          {args.a_param, vector, "a_param"},
+          {args.reset, saturating_bytes(T, 1), "reset"},
+          {args.h0, state_matrix, "h0"},
+          {args.state_index, saturating_bytes(N, 4), "state_index"},
+          {s.cu_seqlens, saturating_bytes(N + 1, 4), "cu_seqlens"},
+          {args.checkpoints, checkpoint_bytes, "checkpoints"},
+          {args.dy, row_matrix, "dy"},
+          {args.dh_final == args.dh0 ? nullptr : args.dh_final, state_matrix, "dh_final"},
+      },
+      {
+          {args.dx, row_matrix, "dx"},
+          {fused ? nullptr : args.dgx, row_matrix, "dgx"},
+          {fused ? nullptr : args.dga, row_matrix, "dga"},
+          {fused ? args.dWx : nullptr, weight_grads, "dWx"},
+          {fused ? args.dbx : nullptr, vector, "dbx"},
+          {fused ? args.dWa : nullptr, weight_grads, "dWa"},
+          {fused ? args.dba : nullptr, vector, "dba"},
+          {args.da_param, vector, "da_param"},
+          {args.dh0, state_matrix, "dh0"},
+      },
+  };
+}
+
+}  // namespace backward_detail
+
+//! No output may overlap an input or another output, except dh0 == dh_final exactly (a gradient pool updated in
+//! place: each element is read, then written, by the same thread).
+inline Status check_backward_overlaps(const BackwardArguments& args) {
+  const backward_detail::BackwardTensorRanges r = backward_detail::backward_tensor_ranges(args);
+  for (const TensorBytes& output : r.outputs) {
+    for (const TensorBytes& input : r.inputs) HAWK_RETURN_IF_ERROR(check_no_overlap(output, input));
+  }
+  for (int a = 0; a < r.kOutputs; ++a) {
+    for (int b = a + 1; b < r.kOutputs; ++b) HAWK_RETURN_IF_ERROR(check_no_overlap(r.outputs[a], r.outputs[b]));
+  }
   return Status::success();
+}
+
+//! The workspace (its first `bytes`, what the call uses) may overlap no tensor of the call: the call writes it.
+inline Status check_backward_workspace_overlaps(const BackwardArguments& args, const void* workspace,
+                                                std::size_t bytes) {
+  const backward_detail::BackwardTensorRanges r = backward_detail::backward_tensor_ranges(args);
+  const TensorBytes ws{workspace, bytes, "the workspace"};
+  for (const TensorBytes& input : r.inputs) HAWK_RETURN_IF_ERROR(check_no_overlap(ws, input));
+  for (const TensorBytes& output : r.outputs) HAWK_RETURN_IF_ERROR(check_no_overlap(ws, output));
+  return check_no_overlap(ws, {args.shape.device_check_report, sizeof(unsigned int), "device_check_report"});
+}
+
+//! Whether the fused-mode product kernels need to know which tokens the scan ran: when a token can belong to no
+//! sequence the scan runs (a padding slot, or packed offsets the device checks do not vouch for). Validated
+//! offsets cover every token exactly once (a failed check stops every kernel), and a dense batch without slots
+//! skips nothing.
+inline bool backward_needs_live_tokens(const BackwardArguments& args) {
+  return args.mode == GateMode::kFused &&
+         (args.state_index != nullptr || (args.shape.cu_seqlens != nullptr && !args.shape.validate_device_inputs));
 }
 
 //! Where each part of the backward's workspace lives (byte offsets; 0 size = absent).
 struct BackwardWorkspaceLayout {
-  static constexpr std::size_t kAlignment = 256;
-  std::size_t validation = 0, validation_bytes = 0;
-  std::size_t da_param_partial = 0;
-  std::size_t dgx = 0, dga = 0, dx_direct = 0;              // fused: [T, W] fp32 each
+  static constexpr std::size_t kAlignment = kWorkspaceAlignment;
+  DeviceCheckLayout checks;                                // offset 0: the check word, the claim table
+  std::size_t da_param_partial = 0;                        // [N, W] fp32
+  std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [T, W] fp32 each
   std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w]
   std::size_t dbx_partial = 0, dba_partial = 0;            // fused: [S, W]
+  std::size_t live_tokens = 0, live_tokens_bytes = 0;      // fused, when needed: [T] bytes
   std::int64_t segments = 0;                               // S
   std::size_t total = 0;
 
-  static std::size_t align(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+  static std::size_t align(std::size_t bytes) { return round_up_to_workspace_alignment(bytes); }
 
   //! The layout for `args` and a weight-gradient segment of `segment_tokens` tokens.
   static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens) {
@@ -127,16 +247,14 @@ struct BackwardWorkspaceLayout {
     const std::size_t T = size(s.num_tokens), W = size(s.width), N = size(s.num_sequences);
     const std::size_t w = size(s.block_width()), H = size(s.num_blocks);
     BackwardWorkspaceLayout l;
-    std::size_t offset = 0;
+    // The device checks first: their word is the workspace's first word, where read_device_checks looks.
+    l.checks = DeviceCheckLayout::of(s, args.state_index);
+    std::size_t offset = l.checks.bytes;
     auto take = [&](std::size_t bytes) {
       const std::size_t at = offset;
       offset += align(bytes);
       return at;
     };
-    if (needs_device_validation(s, args.state_index)) {
-      l.validation_bytes = kValidationWorkspaceBytes;
-      l.validation = take(kValidationWorkspaceBytes);
-    }
     l.da_param_partial = take(N * W * sizeof(float));
     if (args.mode == GateMode::kFused) {
       l.segments = static_cast<std::int64_t>((T + static_cast<std::size_t>(segment_tokens) - 1) /
@@ -149,6 +267,10 @@ struct BackwardWorkspaceLayout {
       l.dWa_partial = take(S * H * w * w * sizeof(float));
       l.dbx_partial = take(S * W * sizeof(float));
       l.dba_partial = take(S * W * sizeof(float));
+      if (backward_needs_live_tokens(args)) {
+        l.live_tokens_bytes = T;
+        l.live_tokens = take(T);
+      }
     }
     l.total = offset;
     return l;
@@ -162,8 +284,8 @@ class Backward {
   using Element = typename Config::Element;
   using Layout = backward_detail::ScanLayout<Config>;
 
-  //! Everything checkable without touching device memory. Success means `run` launches (after the optional
-  //! device-input validation), given enough workspace.
+  //! Everything checkable without touching device memory. Success means `run` launches, given enough
+  //! workspace (the device checks, when they run, may still stop the kernels from writing).
   static Status can_implement(const BackwardArguments& args) {
     HAWK_RETURN_IF_ERROR(check_backward_shape(args));
     const ProblemShape& s = args.shape;
@@ -192,7 +314,8 @@ class Backward {
     HAWK_REQUIRE(s.width % Config::kWidthTile == 0, StatusCode::kUnsupportedConfiguration,
                  "width W = " + std::to_string(s.width) + " is not a multiple of the configuration's WidthTile " +
                      std::to_string(Config::kWidthTile));
-    HAWK_REQUIRE(s.num_sequences * (s.width / Config::kWidthTile) <= INT32_MAX, StatusCode::kInvalidArgument,
+    // Compared by division: the product of two large int64 values would overflow (undefined).
+    HAWK_REQUIRE(s.width / Config::kWidthTile <= INT32_MAX / s.num_sequences, StatusCode::kInvalidArgument,
                  "num_sequences * W / WidthTile exceeds the grid limit 2^31 - 1");
     int device = 0;
     HAWK_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
@@ -207,28 +330,35 @@ class Backward {
   //! Bytes of workspace `run` needs (see the file comment for the layout).
   static std::size_t workspace_size(const BackwardArguments& args) { return layout(args).total; }
 
-  //! Check, validate the device index tensors (if asked), launch. Asynchronous except for the validation.
+  //! Check on the host, launch the device checks (if asked) and the kernels. Never synchronises, unless
+  //! shape.wait_for_device_checks asks for the device checks' verdict (core/device_checks.cuh).
   static Status run(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
     const BackwardWorkspaceLayout ws = layout(args);
-    HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= ws.total, StatusCode::kWorkspaceTooSmall,
-                 "the backward needs workspace_size(args) = " + std::to_string(ws.total) + " bytes of workspace");
-    HAWK_REQUIRE(is_aligned(workspace, BackwardWorkspaceLayout::kAlignment), StatusCode::kMisalignedPointer,
-                 "workspace must be 256-byte aligned (as cudaMalloc returns it)");
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, ws.total));
+    HAWK_RETURN_IF_ERROR(check_backward_workspace_overlaps(args, workspace, ws.total));
     auto* base = static_cast<unsigned char*>(workspace);
-    if (ws.validation_bytes != 0)
-      HAWK_RETURN_IF_ERROR(validate_device_inputs(args.shape, args.state_index, base + ws.validation, stream));
-
     const ProblemShape& s = args.shape;
+
+    // Steps 1 and 2 of the device-check protocol; every kernel below that writes reads the word first.
+    unsigned int* checks = nullptr;
+    HAWK_RETURN_IF_ERROR(launch_device_checks(s, args.state_index, workspace, stream, checks));
+
     float* da_param_partial = reinterpret_cast<float*>(base + ws.da_param_partial);
+    std::uint8_t* live_tokens = nullptr;
+    if (ws.live_tokens_bytes != 0) {
+      live_tokens = base + ws.live_tokens;
+      HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(live_tokens, 0, ws.live_tokens_bytes, stream));
+    }
 
     // (1) the reverse scan
-    BackwardScanParams<Element> scan = make_scan_params(args);
+    BackwardScanParams<Element> scan = make_scan_params(args, checks);
     scan.da_param_partial = da_param_partial;
     if constexpr (Config::kFused) {
       scan.dgx_f32 = reinterpret_cast<float*>(base + ws.dgx);
       scan.dga_f32 = reinterpret_cast<float*>(base + ws.dga);
       scan.dx_direct_f32 = reinterpret_cast<float*>(base + ws.dx_direct);
+      scan.live_tokens = live_tokens;
     }
     {
       const auto kernel = backward_scan_kernel<Config>;
@@ -240,6 +370,7 @@ class Backward {
     }
 
     OrderedSumJobs jobs;
+    jobs.checks = checks;
     jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, s.num_sequences, args.a_param, args.da_param};
     jobs.num_jobs = 1;
 
@@ -251,6 +382,8 @@ class Backward {
       const float* dga = reinterpret_cast<const float*>(base + ws.dga);
 
       BackwardDxParams<Element> dx;
+      dx.checks = checks;
+      dx.live_tokens = live_tokens;
       dx.dgx = dgx;
       dx.dga = dga;
       dx.dx_direct = reinterpret_cast<const float*>(base + ws.dx_direct);
@@ -265,6 +398,8 @@ class Backward {
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_dx_kernel"));
 
       BackwardWeightGradParams<Element> wg;
+      wg.checks = checks;
+      wg.live_tokens = live_tokens;
       wg.x = static_cast<const Element*>(args.x);
       wg.dgx = dgx;
       wg.dga = dga;
@@ -294,7 +429,11 @@ class Backward {
     if (blocks > 4096) blocks = 4096;  // grid-stride beyond: the per-element order does not depend on the grid
     const dim3 sum_grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
     ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
-    return last_launch_status("hawk::rglru::ordered_sum_kernel");
+    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
+
+    // Step 4: the verdict, as the caller asked (the kernels above already obeyed it on the device).
+    if (checks == nullptr) return Status::success();
+    return end_device_checks(checks, s.wait_for_device_checks, s.device_check_report, stream);
   }
 
   //! The workspace layout for `args`.
@@ -302,9 +441,11 @@ class Backward {
     return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment);
   }
 
-  //! The scan kernel's parameters for `args` (after can_implement succeeded), workspace pointers not set.
-  static BackwardScanParams<Element> make_scan_params(const BackwardArguments& args) {
+  //! The scan kernel's parameters for `args` (after can_implement succeeded) and the call's device-check word
+  //! (null: checks off), workspace pointers not set.
+  static BackwardScanParams<Element> make_scan_params(const BackwardArguments& args, const unsigned int* checks) {
     BackwardScanParams<Element> p;
+    p.checks = checks;
     p.x = static_cast<const Element*>(args.x);
     p.Wx = static_cast<const Element*>(args.Wx);
     p.bx = args.bx;
@@ -326,6 +467,8 @@ class Backward {
     }
     p.cu_seqlens = args.shape.cu_seqlens;
     p.seq_len = args.shape.packed() ? 0 : args.shape.seq_len;
+    p.num_tokens = args.shape.num_tokens;
+    p.num_state_rows = args.state_index != nullptr ? args.shape.num_state_rows : args.shape.num_sequences;
     p.width = args.shape.width;
     p.width_tiles = static_cast<int>(args.shape.width / Config::kWidthTile);
     return p;

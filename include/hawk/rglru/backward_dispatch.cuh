@@ -14,8 +14,9 @@
 //! products with 1 pass for bf16 / fp16 and 3 passes (3xTF32) for fp32.
 //!
 //! Workspace: `backward_workspace_size(args)` bytes (backward.cuh documents the layout): N·W·4 bytes in
-//! gate-logits mode; 12·T·W + N·W·4 + 8·S·(H·w² + W) bytes in fused mode (S = ceil(T / 1024)); plus 256 bytes
-//! when device inputs are validated.
+//! gate-logits mode; 12·T·W + N·W·4 + 8·S·(H·w² + W) bytes in fused mode (S = ceil(T / 1024)), plus T bytes of
+//! live-token flags when padding is possible; plus, first, the device checks' word and claim table
+//! (DeviceCheckLayout) when they run.
 
 #include <cuda_runtime_api.h>
 

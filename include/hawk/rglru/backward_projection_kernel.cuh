@@ -15,11 +15,18 @@
 //! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, 64 x 64 tile of
 //!   [i, o]); it writes the segment's partial of dW (and of db) to the workspace, in fp32. The ordered reduction
 //!   (param_grad_reduce_kernel.cuh) then sums the segments in index order: no atomics, the same bits every run.
+//!
+//! Tokens of no sequence the scan ran (padding slots, or unchecked offsets; `live_tokens` non-null and 0): their
+//! workspace rows were never written. The dx kernel neither reads them (zero-filled) nor writes their dx rows;
+//! the weight-gradient kernel takes their x and gradients as zeros without reading them (x of a padding sequence
+//! may hold anything, and NaN · 0 is NaN). With `live_tokens` null every token is live and nothing extra runs.
+//! Both kernels return at once when the call's device checks failed (`checks`).
 
 #include <mma.h>
 
 #include <cstdint>
 
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/async_copy.cuh"
 #include "hawk/rglru/backward_config.cuh"
@@ -30,6 +37,8 @@ namespace rglru {
 //! What the dx product kernel reads and writes.
 template <class Element>
 struct BackwardDxParams {
+  const unsigned int* checks = nullptr;       //!< the call's device-check word, or null (checks off)
+  const std::uint8_t* live_tokens = nullptr;  //!< [T] (the scan's), or null: every token live
   const float* dgx = nullptr;        //!< [T, W] fp32 workspace
   const float* dga = nullptr;        //!< [T, W] fp32 workspace
   const float* dx_direct = nullptr;  //!< [T, W] fp32 workspace
@@ -43,6 +52,8 @@ struct BackwardDxParams {
 //! What the weight-gradient kernel reads and writes.
 template <class Element>
 struct BackwardWeightGradParams {
+  const unsigned int* checks = nullptr;       //!< the call's device-check word, or null (checks off)
+  const std::uint8_t* live_tokens = nullptr;  //!< [T] (the scan's), or null: every token live
   const Element* x = nullptr;    //!< [T, W]
   const float* dgx = nullptr;    //!< [T, W] fp32 workspace
   const float* dga = nullptr;    //!< [T, W] fp32 workspace
@@ -153,6 +164,8 @@ __global__ void __launch_bounds__(Config::kProductThreads)
   constexpr int kAPiecesPerThread = (kAPieces + Config::kProductThreads - 1) / Config::kProductThreads;
   constexpr int kBPiecesPerThread = (kBPieces + Config::kProductThreads - 1) / Config::kProductThreads;
 
+  if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
+
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int warp_row = warp / 2;            // 16-row slice of the tile
@@ -167,6 +180,15 @@ __global__ void __launch_bounds__(Config::kProductThreads)
   backward_detail::Tf32Accumulator acc[2];
   nvcuda::wmma::fill_fragment(acc[0], 0.0f);
   nvcuda::wmma::fill_fragment(acc[1], 0.0f);
+
+  // The token rows this thread stages are the same at every step: whether each is in range and live is read
+  // once. A dead token's row is zero-filled (its workspace row was never written) and its dx row not stored.
+  bool row_staged[kAPiecesPerThread];
+#pragma unroll
+  for (int j = 0; j < kAPiecesPerThread; ++j) {
+    const std::int64_t t = row0 + (tid + j * Config::kProductThreads) / (kStep / 4);
+    row_staged[j] = t < T && (params.live_tokens == nullptr || params.live_tokens[t] != 0);
+  }
 
   // Software pipeline: step s + 1 is requested (dg by cp.async into the other buffer, W into registers) before
   // the products of step s run. The staged values, and so the products and their order, are those of the plain
@@ -186,7 +208,7 @@ __global__ void __launch_bounds__(Config::kProductThreads)
       const int r = v / (kStep / 4);
       const int o = (v % (kStep / 4)) * 4;
       const std::int64_t t = row0 + r;
-      const bool valid = t < T && o0 + o < kBlockWidth;
+      const bool valid = row_staged[j] && o0 + o < kBlockWidth;
       cp_async_16(a_tile + r * kStageStride + o, grad + (valid ? t * W + block_col + o0 + o : 0), valid);
     }
 #pragma unroll
@@ -247,6 +269,7 @@ __global__ void __launch_bounds__(Config::kProductThreads)
     const int i = (v % (kCols / 4)) * 4;
     const std::int64_t t = row0 + r;
     if (t >= T || i0 + i >= kBlockWidth) continue;
+    if (params.live_tokens != nullptr && params.live_tokens[t] == 0) continue;  // a skipped sequence's row
     const std::int64_t offset = t * W + block_col + i0 + i;
     const float4 direct = *reinterpret_cast<const float4*>(params.dx_direct + offset);
     const float* projected = out_tile + r * kOutStride + i;
@@ -274,6 +297,8 @@ __global__ void __launch_bounds__(Config::kProductThreads)
   __shared__ __align__(128) float ga_tiles[2][kTileFloats];
   constexpr int kPieces = kStep * kTile / 4;
   constexpr int kPiecesPerThread = (kPieces + Config::kProductThreads - 1) / Config::kProductThreads;
+
+  if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -312,7 +337,8 @@ __global__ void __launch_bounds__(Config::kProductThreads)
       const int r = v / (kTile / 4);
       const int c = (v % (kTile / 4)) * 4;
       const std::int64_t t = t0 + r;
-      const bool row_valid = t < t_end;
+      // A dead token (of a skipped sequence) counts as zeros: neither its x nor its gradients are read.
+      const bool row_valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0);
       const bool x_valid = row_valid && i0 + c < kBlockWidth;
       x_next[j] = backward_detail::load4_or_zero(params.x + (x_valid ? t * W + block_col + i0 + c : 0), x_valid);
       const bool g_valid = row_valid && o0 + c < kBlockWidth;

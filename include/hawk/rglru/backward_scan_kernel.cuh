@@ -9,16 +9,28 @@
 //!   (B) all threads: a_bar, u = token_gates(...) for the [TimeChunk, WidthTile] tile;
 //!   (C) one thread per channel replays the forward recurrence through the chunk in fp32 (`recurrence_step`,
 //!       token by token, from the checkpoint: the forward's h bits), keeping h_{t-1} of every token; at the same
-//!       time another thread per channel runs the reverse recurrence
-//!           dh_t = dy_t + a_bar_{t+1} · dh_{t+1}
+//!       time another thread per channel runs the reverse recurrence (`reverse_step`)
+//!           dh_t = dy_t + a_bar_{t+1} · dh_{t+1},   dh_t = dy_t when token t + 1 is a reset
 //!       token by token, with the carry (dh, a_bar of the next token) held in registers across chunks;
 //!   (D) all threads: token_gate_grads(...) per token and channel -> dx (direct path), dgx, dga, and this
 //!       thread's share of Σ_t dlog_a · (-c · r).
-//! At the end: dh0 = a_bar_0 · dh_0, and the (sequence, channel) partial of d a_param.
+//! At the end: dh0 = a_bar_0 · dh_0 (0 when token 0 is a reset: `initial_state_gradient`), and the (sequence,
+//! channel) partial of d a_param.
+//!
+//! Resets select, they do not multiply by zero (SPEC §1): the replay takes h_t = u_t and the reverse carry
+//! dh_t = dy_t at a reset, so a NaN or Inf in h0, in an earlier document's h or in a later document's dh never
+//! crosses it, and a packed row gives its documents' bits as separate calls.
 //!
 //! Nothing of size T·W is read from the forward besides x and dy: h is recomputed. Outputs: gate-logits mode
 //! writes dx, dgx, dga in the element type; fused mode writes fp32 dgx, dga and dx (direct path) to the
 //! workspace for the product kernels (backward_projection_kernel.cuh).
+//!
+//! Skipped sequences (`sequence_extent`: padding slot -1, or with the device checks off offsets / a slot out of
+//! range): nothing of them is read (dy, x, gates, checkpoints, dh_final) or written (row gradients, dh0); their
+//! d a_param partial row is written as zeros, so that the ordered sum over all N rows adds nothing for them. In
+//! fused mode, when a token can belong to no sequence the scan runs, the scan marks the tokens it does run in
+//! `live_tokens`, so that the product kernels neither write the dx rows of the others nor read their x.
+//! When the call's device checks failed (`checks`), the kernel returns at once: nothing is written.
 //!
 //! Bits. dh is advanced as fl(dy + fl(a_bar · dh)) (two roundings, no fused multiply-add): then a sequence run
 //! in two pieces, the second piece's dh0 = fl(a_bar · dh) fed as the first piece's dh_final, gives the same bits
@@ -26,12 +38,14 @@
 
 #include <cstdint>
 
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/async_copy.cuh"
 #include "hawk/rglru/backward_config.cuh"
 #include "hawk/rglru/gate_math.hpp"
 #include "hawk/rglru/projection.cuh"
+#include "hawk/rglru/sequence_extent.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -39,6 +53,9 @@ namespace rglru {
 //! What the backward scan reads and writes: BackwardArguments with the element type applied.
 template <class Element>
 struct BackwardScanParams {
+  //! The call's device-check word (core/device_checks.cuh), or null when the checks are off: a set bit means
+  //! that an index tensor is bad, and the kernel writes nothing.
+  const unsigned int* checks = nullptr;
   const Element* x = nullptr;
   const Element* Wx = nullptr;
   const float* bx = nullptr;
@@ -62,10 +79,16 @@ struct BackwardScanParams {
   float* dx_direct_f32 = nullptr;
   float* dgx_f32 = nullptr;
   float* dga_f32 = nullptr;
+  //! Fused mode, when a token may belong to no sequence the scan runs (padding slots, or unchecked offsets):
+  //! [T] bytes, zeroed before the scan; the scan sets the bytes of every token it runs to 1. Null otherwise
+  //! (every token is run), and then never read.
+  std::uint8_t* live_tokens = nullptr;
   float* da_param_partial = nullptr;  //!< [N, W]: Σ_t dlog_a · (-c · r) of sequence n, channel d
   const std::int32_t* cu_seqlens = nullptr;
-  std::int64_t seq_len = 0;  //!< dense batches (cu_seqlens == nullptr)
-  std::int64_t width = 0;    //!< W
+  std::int64_t seq_len = 0;         //!< dense batches (cu_seqlens == nullptr)
+  std::int64_t num_tokens = 0;      //!< T: bounds the offsets (sequence_extent)
+  std::int64_t num_state_rows = 0;  //!< rows of dh_final / dh0 (S with state_index, else N): bounds the slots
+  std::int64_t width = 0;           //!< W
   int width_tiles = 0;       //!< W / WidthTile: CTAs per sequence
 };
 
@@ -224,22 +247,28 @@ __global__ void __launch_bounds__(Config::kThreads)
   std::uint8_t* reset_stages = reinterpret_cast<std::uint8_t*>(shared + Layout::kResetOffset);
   float* partials = reinterpret_cast<float*>(shared + Layout::kPartialOffset);
 
+  if (device_checks_failed(p.checks)) return;  // a bad index tensor: write nothing
+
   const int thread = static_cast<int>(threadIdx.x);
   const std::int64_t n = blockIdx.x / p.width_tiles;
   const int tile = static_cast<int>(blockIdx.x % p.width_tiles);
   const std::int64_t col0 = static_cast<std::int64_t>(tile) * kWT;
   const std::int64_t W = p.width;
 
-  std::int64_t begin, end;
-  if (p.cu_seqlens != nullptr) {
-    begin = p.cu_seqlens[n];
-    end = p.cu_seqlens[n + 1];
-  } else {
-    begin = n * p.seq_len;
-    end = begin + p.seq_len;
+  const SequenceExtent extent =
+      sequence_extent(p.cu_seqlens, p.seq_len, p.num_tokens, p.state_index, p.num_state_rows, n);
+  if (extent.skip) {
+    // Nothing of the sequence is read or written, but the ordered sum of d a_param reads every sequence's
+    // partial row: this one adds exactly nothing.
+    for (int c = thread; c < kWT; c += Config::kThreads) p.da_param_partial[n * W + col0 + c] = 0.0f;
+    return;
   }
-  const std::int64_t length = end - begin;
-  const std::int64_t state_row = p.state_index != nullptr ? p.state_index[n] : n;
+  const std::int64_t begin = extent.begin;
+  const std::int64_t length = extent.length;
+  const std::int64_t state_row = extent.state_row;
+  if (p.live_tokens != nullptr && tile == 0) {
+    for (std::int64_t t = thread; t < length; t += Config::kThreads) p.live_tokens[begin + t] = 1;
+  }
 
   // Roles in the serial phase: `h` threads replay the forward, `dh` threads run the reverse recurrence.
   const bool h_thread = thread < kWT;
@@ -422,7 +451,7 @@ __global__ void __launch_bounds__(Config::kThreads)
         }
 #pragma unroll
         for (int i = 0; i < kB; ++i) {
-          dy[i] = __fadd_rn(dy[i], __fmul_rn(a_bar_next, dh_next));  // dh of token t - i
+          dy[i] = reverse_step(a_bar_next, dh_next, dy[i]);  // dh of token t - i
           dh_next = dy[i];
           a_bar_next = a_bar[i];
         }
@@ -430,7 +459,7 @@ __global__ void __launch_bounds__(Config::kThreads)
         for (int i = 0; i < kB; ++i) dh_tile[(t - i) * kWT + c] = dy[i];
       }
       for (; t >= 0; --t) {  // the tail of a sequence's last chunk
-        const float dh = __fadd_rn(to_float(dy_tile[t * kWT + c]), __fmul_rn(a_bar_next, dh_next));
+        const float dh = reverse_step(a_bar_next, dh_next, to_float(dy_tile[t * kWT + c]));
         dh_tile[t * kWT + c] = dh;
         dh_next = dh;
         a_bar_next = a_bar_tile[t * kWT + c];
@@ -480,7 +509,9 @@ __global__ void __launch_bounds__(Config::kThreads)
   }
 
   // ---- dh0 and the d a_param partial ------------------------------------------------------------------------
-  if (dh_thread && p.dh0 != nullptr) p.dh0[state_row * W + col0 + dh_channel] = __fmul_rn(a_bar_next, dh_next);
+  // An empty sequence passes dh_final through: a_bar_next is still 1.
+  if (dh_thread && p.dh0 != nullptr)
+    p.dh0[state_row * W + col0 + dh_channel] = initial_state_gradient(a_bar_next, dh_next);
 
   *reinterpret_cast<float4*>(partials + thread * kV) = make_float4(da_sum[0], da_sum[1], da_sum[2], da_sum[3]);
   __syncthreads();

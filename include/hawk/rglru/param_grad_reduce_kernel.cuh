@@ -7,10 +7,11 @@
 //! One thread per element walks the partials in order, so the result is the same bits on every run and on every
 //! device, with no atomics. Used for dWx, dWa, dbx, dba (partials per time segment, scale 1) and d a_param
 //! (partials per sequence, scale sigmoid(a_param[d]), the derivative of softplus). The output is overwritten,
-//! not accumulated into.
+//! not accumulated into; not at all when the call's device checks failed (`checks`).
 
 #include <cstdint>
 
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/math.hpp"
 
 namespace hawk {
@@ -32,6 +33,7 @@ struct OrderedSumJobs {
   static constexpr int kMaxJobs = 5;
   OrderedSumJob job[kMaxJobs];
   int num_jobs = 0;
+  const unsigned int* checks = nullptr;  //!< the call's device-check word, or null (checks off)
 };
 
 #if defined(__CUDACC__)
@@ -41,6 +43,7 @@ constexpr int kOrderedSumThreads = 256;
 //! A template only so that the header can be included by several translation units (one definition each).
 template <int Threads>
 __global__ void __launch_bounds__(Threads) ordered_sum_kernel(const OrderedSumJobs jobs) {
+  if (device_checks_failed(jobs.checks)) return;  // a bad index tensor: write nothing
   const OrderedSumJob& job = jobs.job[blockIdx.y];
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < job.count;

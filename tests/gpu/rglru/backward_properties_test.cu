@@ -6,7 +6,10 @@
 //   dh_final) gives bitwise the same row gradients and dh0 as one call, and the same parameter gradients to
 //   rounding (their partial sums are grouped differently, so bitwise equality cannot hold there);
 // - dh_final / dh0 through a state pool (state_index), in place;
-// - bad input returns its status and writes nothing.
+// - bad input returns its status and writes nothing: host checks (null, misaligned, overlapping tensors) at once,
+//   device checks (cu_seqlens, state_index out of range or duplicate) as run()'s status when it waits for them,
+//   or later through read_device_checks / the report word when it does not.
+// (Padding slots, non-finite states across resets and CUDA graphs: backward_state_pool_test.cu.)
 #include "backward_test_support.cuh"
 
 #include <algorithm>
@@ -339,12 +342,17 @@ TEST_CASE("bad backward input returns its status code and writes nothing (defaul
   DeviceProblem<E> d(p);
   REQUIRE(rglru_test::run_forward<void>(d.arguments(p), d.workspace).ok());
   DeviceGradients<E> g(p, u);
-  const BackwardArguments good = g.arguments(p, d);
+  BackwardArguments good = g.arguments(p, d);
+  // The device checks' verdict as run()'s status (the blocking mode); the deferred mode is tested below.
+  good.shape.wait_for_device_checks = true;
   const auto untouched = g.download().all_bytes();
   const std::vector<std::int32_t> decreasing = {0, 80, 70};
   thrust::device_vector<std::int32_t> bad_cu(decreasing.begin(), decreasing.end());
   const std::vector<std::int32_t> out_of_range = {0, 7};
   thrust::device_vector<std::int32_t> bad_index(out_of_range.begin(), out_of_range.end());
+  const std::vector<std::int32_t> duplicate = {1, 1};
+  thrust::device_vector<std::int32_t> duplicate_index(duplicate.begin(), duplicate.end());
+  const std::size_t dx_bytes = static_cast<std::size_t>(p.num_tokens() * p.width) * sizeof(E);
 
   struct Case {
     const char* what;
@@ -371,6 +379,28 @@ TEST_CASE("bad backward input returns its status code and writes nothing (defaul
          a.state_index = hawk_test::raw(bad_index);
          a.shape.num_state_rows = 2;
        }},
+      {"state_index naming one row twice", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) {
+         a.state_index = hawk_test::raw(duplicate_index);
+         a.shape.num_state_rows = 2;
+       }},
+      {"dx overlapping x", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) { a.dx = const_cast<void*>(a.x); }},
+      {"dx overlapping dy by one row", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) { a.dx = const_cast<E*>(static_cast<const E*>(a.dy)) + p.width * (p.num_tokens() - 1); }},
+      {"dWx overlapping Wx", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) { a.dWx = reinterpret_cast<float*>(const_cast<void*>(a.Wx)); }},
+      {"dh0 overlapping the checkpoints", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) { a.dh0 = const_cast<float*>(a.checkpoints) + 4; }},
+      {"dh0 = dh_final + 4 elements (only dh0 == dh_final is in place)", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) { a.dh0 = const_cast<float*>(a.dh_final) + 4; }},
+      {"da_param overlapping dbx (two outputs)", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) { a.da_param = a.dbx; }},
+      {"dx overlapping the state_index", StatusCode::kInvalidArgument,
+       [&](BackwardArguments& a) {
+         a.state_index = reinterpret_cast<const std::int32_t*>(static_cast<const unsigned char*>(a.dx) + dx_bytes - 4);
+         a.shape.num_state_rows = 2;
+       }},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -383,6 +413,56 @@ TEST_CASE("bad backward input returns its status code and writes nothing (defaul
     INFO("dispatch: " << dispatched.to_string() << "; Backward<Config>: " << direct.to_string());
     CHECK(dispatched.code() == c.code);
     CHECK(direct.code() == c.code);
+    CHECK(same_bytes(g.download().all_bytes(), untouched));
+  }
+  SECTION("deferred device checks: run() returns at once, the verdict waits in the workspace and the report word") {
+    for (const bool duplicate_slots : {false, true}) {
+      INFO((duplicate_slots ? "duplicate slots" : "cu_seqlens decreasing"));
+      BackwardArguments a = good;
+      a.shape.wait_for_device_checks = false;
+      if (duplicate_slots) {
+        a.state_index = hawk_test::raw(duplicate_index);
+        a.shape.num_state_rows = 2;
+      } else {
+        a.shape.cu_seqlens = hawk_test::raw(bad_cu);
+      }
+      thrust::device_vector<unsigned int> report(1, 0u);
+      a.shape.device_check_report = hawk_test::raw(report);
+      thrust::device_vector<unsigned char> workspace(hawk::rglru::backward_workspace_size(a));
+      cudaStream_t stream;
+      HAWK_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      CHECK(hawk::rglru::backward(a, hawk_test::raw(workspace), workspace.size(), stream).ok());
+      const hawk::Status verdict = hawk::read_device_checks(hawk_test::raw(workspace), stream);
+      INFO(verdict.to_string());
+      CHECK(verdict.code() == StatusCode::kInvalidArgument);
+      CHECK(verdict.message().find(duplicate_slots ? "state_index" : "cu_seqlens") != std::string::npos);
+      const unsigned int bit = duplicate_slots ? hawk::kCheckStateIndexDuplicate : hawk::kCheckCuSeqlensDecreasing;
+      CHECK((static_cast<unsigned int>(report[0]) & bit) == bit);
+      HAWK_TEST_CUDA(cudaStreamDestroy(stream));
+      CHECK(same_bytes(g.download().all_bytes(), untouched));  // the poisoned outputs stay poisoned
+      // The same workspace reused by a good call: its verdict replaces the bad one; the report word is sticky.
+      BackwardArguments fine = good;
+      fine.shape.wait_for_device_checks = false;
+      fine.shape.device_check_report = hawk_test::raw(report);
+      thrust::device_vector<unsigned char> fine_workspace(hawk::rglru::backward_workspace_size(fine));
+      REQUIRE(hawk::rglru::backward(fine, hawk_test::raw(fine_workspace), fine_workspace.size(), nullptr).ok());
+      CHECK(hawk::read_device_checks(hawk_test::raw(fine_workspace), nullptr).ok());
+      CHECK(static_cast<unsigned int>(report[0]) != 0u);
+      CHECK_FALSE(same_bytes(g.download().all_bytes(), untouched));
+      for (auto* v : {&g.dx, &g.dgx, &g.dga}) hawk_test::poison(*v);
+      for (auto* v : {&g.dWx, &g.dbx, &g.dWa, &g.dba, &g.da_param, &g.dh0}) hawk_test::poison(*v);
+    }
+  }
+  SECTION("the workspace overlapping a tensor of the call") {
+    BackwardArguments a = good;
+    thrust::device_vector<unsigned char> big(hawk::rglru::backward_workspace_size(a) + dx_bytes + 256);
+    // dx inside the workspace's first bytes (256-byte aligned)
+    a.dx = hawk_test::raw(big) + 256;
+    const hawk::Status status = Op::run(a, hawk_test::raw(big), big.size(), nullptr);
+    INFO(status.to_string());
+    CHECK(status.code() == StatusCode::kInvalidArgument);
+    CHECK(status.message().find("workspace") != std::string::npos);
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
     CHECK(same_bytes(g.download().all_bytes(), untouched));
   }
   SECTION("a checkpoint chunk other than the configuration's, a dtype other than its element, too little workspace") {
@@ -398,7 +478,10 @@ TEST_CASE("bad backward input returns its status code and writes nothing (defaul
           StatusCode::kUnsupportedConfiguration);
     CHECK(Op::run(good, hawk_test::raw(workspace), workspace.size() - 1, nullptr).code() ==
           StatusCode::kWorkspaceTooSmall);
-    CHECK(hawk::rglru::backward(good, nullptr, 0, nullptr).code() == StatusCode::kWorkspaceTooSmall);
+    CHECK(hawk::rglru::backward(good, nullptr, 0, nullptr).code() == StatusCode::kNullPointer);
+    thrust::device_vector<unsigned char> larger(workspace.size() + 256);
+    CHECK(Op::run(good, hawk_test::raw(larger) + 16, larger.size() - 16, nullptr).code() ==
+          StatusCode::kMisalignedPointer);
     HAWK_TEST_CUDA(cudaDeviceSynchronize());
     CHECK(same_bytes(g.download().all_bytes(), untouched));
     // The good arguments do run (so the cases above failed for their own reason).
