@@ -120,6 +120,8 @@ def main():
                         help="skip what this earlier log of the script reports clean")
     parser.add_argument("--program", action="append", default=[], metavar="EXE",
                         help="also run EXE (with its arguments, quoted as one), a program that is not a Catch2 suite, whole")
+    parser.add_argument("--filter", default=None, metavar="REGEX",
+                        help="only the test cases whose name matches REGEX (Python re.search)")
     parser.add_argument("executables", nargs="*", help="Catch2 suites, run one test case per process")
     args = parser.parse_args()
     pathlib.Path(args.logs).mkdir(parents=True, exist_ok=True)
@@ -130,7 +132,8 @@ def main():
             match = re.match(r"^clean\s+(\S+)\s+(\S+)\s+[\d.]+ s  (.*)$", line)
             if match:
                 done_before.add(match.groups())
-    cases = [(exe, name) for exe in args.executables for name in test_names(exe)] + \
+    cases = [(exe, name) for exe in args.executables for name in test_names(exe)
+             if args.filter is None or re.search(args.filter, name)] + \
         [(exe, None) for exe in args.program]
     work = [(tool, exe, name) for exe, name in cases for tool in args.tool
             if (tool, pathlib.Path(exe).name, name if name is not None else "(whole program)") not in done_before]

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# One device call on a two-GPU machine (nvidia-h200-x2) that does what a kernel change needs, side by side:
+#   build (CMake, Release, every target) while the PyTorch extension builds;
+#   GPU 0: the whole ctest suite, then every benchmark (bench/run-on-gpu.sh --skip-tests);
+#   GPU 1: the PyTorch pytest suite, then compute-sanitizer over the GPU suites until DEADLINE seconds after the
+#          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
+#          HAWK_SANITIZE_FILTER, a regular expression the test case names must match).
+# Everything it prints goes to OUTDIR (logs, JSON); a short summary goes to stdout.
+#
+#   bench/run-on-two-gpus.sh OUTDIR [DEADLINE_SECONDS (default 540)]
+set -uo pipefail
+out=${1:?usage: bench/run-on-two-gpus.sh OUTDIR [DEADLINE_SECONDS]}
+deadline=${2:-540}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+start=$(date +%s)
+left() { echo $(( deadline - ($(date +%s) - start) )); }
+export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+if [ ! -d /opt/catch2/usr/include/catch2 ]; then
+  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
+  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
+  dpkg -x "$deb" /opt/catch2
+fi
+nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpu.txt"
+
+# The PyTorch extension builds beside the CMake build (both use every core; ninja shares them fairly enough).
+(
+  export PYTHONPATH="$here/examples/torch${PYTHONPATH:+:$PYTHONPATH}" HAWK_TORCH_BUILD_DIR="$here/build-torch"
+  export MAX_JOBS=$(( $(nproc) / 2 )) CUDA_VISIBLE_DEVICES=1
+  python3 -c "import hawk_torch" > "$out/torch-build.log" 2>&1
+  echo $? > "$out/torch-build.rc"
+) &
+torch_build=$!
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
+  > "$out/configure.log" 2>&1 || { tail -n 40 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" -- -k 0 > "$out/build.log" 2>&1 || { grep -E "error|FAILED" -A3 "$out/build.log" | head -n 60; }
+echo "build: $(( $(date +%s) - t0 )) s"
+
+# GPU 0: the suite, then the benchmarks.
+(
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$(date +%s)
+  timeout $(( $(left) - 150 )) ctest --test-dir build-gpu --output-on-failure --timeout 300 > "$out/ctest.log" 2>&1
+  echo "ctest rc $? in $(( $(date +%s) - t0 )) s" > "$out/ctest.summary"
+  tail -n 8 "$out/ctest.log" >> "$out/ctest.summary"
+  t0=$(date +%s)
+  timeout $(( $(left) - 10 )) bash bench/run-on-gpu.sh "$out/bench" --skip-tests --bench-filter 'bench_' \
+    > "$out/bench.log" 2>&1
+  echo "bench rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
+) &
+gpu0=$!
+
+# GPU 1: pytest, then the sanitizer until the deadline.
+(
+  export CUDA_VISIBLE_DEVICES=1
+  wait $torch_build
+  t0=$(date +%s)
+  if [ "$(cat "$out/torch-build.rc")" = 0 ]; then
+    PYTHONPATH="$here/examples/torch" HAWK_TORCH_BUILD_DIR="$here/build-torch" \
+      timeout $(( $(left) - 200 )) python3 -m pytest -q -p no:cacheprovider examples/torch/tests \
+      > "$out/torch-pytest.log" 2>&1
+    echo "pytest rc $? in $(( $(date +%s) - t0 )) s" > "$out/pytest.summary"
+  else
+    echo "torch build failed" > "$out/pytest.summary"
+  fi
+  tail -n 5 "$out/torch-pytest.log" >> "$out/pytest.summary" 2>/dev/null
+  exes=$(ls build-gpu/tests/gpu/*/hawk_gpu_* build-gpu/tests/hawk_gpu_* 2>/dev/null)
+  if [ -n "${HAWK_SANITIZE_SUITES:-}" ]; then
+    chosen=""; for exe in $exes; do for suite in $HAWK_SANITIZE_SUITES; do
+      [ "$(basename "$exe")" = "$suite" ] && chosen="$chosen $exe"; done; done; exes=$chosen
+  fi
+  tools=(); for tool in ${HAWK_SANITIZE_TOOLS:-memcheck initcheck synccheck racecheck}; do tools+=(--tool "$tool"); done
+  filter=(); [ -n "${HAWK_SANITIZE_FILTER:-}" ] && filter=(--filter "$HAWK_SANITIZE_FILTER")
+  timeout $(( $(left) - 5 )) python3 tests/run_sanitizer.py "${tools[@]}" "${filter[@]}" --jobs "${HAWK_SANITIZE_JOBS:-8}" \
+    --timeout 240 --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1
+  echo "sanitizer rc $?" > "$out/sanitize.summary"
+  grep -c "^clean" "$out/sanitize.log" >> "$out/sanitize.summary"
+  grep -E "^FAILED|^sanitizer:" "$out/sanitize.log" | head -n 30 >> "$out/sanitize.summary"
+) &
+gpu1=$!
+
+wait $gpu0 $gpu1
+cat "$out/ctest.summary" "$out/pytest.summary" "$out/sanitize.summary" 2>/dev/null
+grep -E "FAILED|passed|failed" "$out/bench.log" 2>/dev/null | head -n 20
+echo "total: $(( $(date +%s) - start )) s"
