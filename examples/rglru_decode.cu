@@ -8,6 +8,7 @@
 #include <thrust/device_vector.h>
 #include <thrust/host_vector.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -53,7 +54,13 @@ int main() {
   auto a_param = random_device<float>(W, 1.0f, rng);
   auto x = random_device<Element>(N * L * W, 1.0f, rng);  // [N, L, W]
   thrust::device_vector<std::int32_t> state_index(slots.begin(), slots.end());
-  thrust::device_vector<unsigned char> workspace(256);
+  // The device checks of state_index (range, padding -1, no row named twice) live in this workspace: its first
+  // word holds the verdict of the last call (hawk::read_device_checks), and no call synchronises to get it.
+  thrust::device_vector<unsigned char> workspace;
+  // Sized before each call (the argument list of a call is evaluated in no fixed order, so not inside it).
+  auto size_workspace = [&](const hawk::rglru::ForwardArguments& a) {
+    workspace.resize(std::max<std::size_t>(1, hawk::rglru::forward_workspace_size(a)));
+  };
 
   auto base = [&] {
     hawk::rglru::ForwardArguments a;
@@ -81,6 +88,7 @@ int main() {
     a.x = raw(x);
     a.y = raw(y_once);
     a.h_final = raw(h_once);
+    size_workspace(a);
     if (!check("one-call forward", hawk::rglru::forward(a, raw(workspace), workspace.size(), nullptr))) return 1;
   }
 
@@ -101,7 +109,9 @@ int main() {
     a.y = raw(y_prefill);
     a.h_final = raw(pool);
     a.state_index = raw(state_index);
+    size_workspace(a);
     if (!check("prefill", hawk::rglru::forward(a, raw(workspace), workspace.size(), nullptr))) return 1;
+    if (!check("prefill's device checks", hawk::read_device_checks(raw(workspace), nullptr))) return 1;
     thrust::host_vector<Element> y_host(y_prefill);
     for (std::int64_t n = 0; n < N; ++n)
       for (std::int64_t i = 0; i < prefill * W; ++i) y_decoded[n * L * W + i] = y_host[n * prefill * W + i];
@@ -119,12 +129,14 @@ int main() {
     a.h0 = raw(pool);       // read the cached state ...
     a.h_final = raw(pool);  // ... and update it in place
     a.state_index = raw(state_index);
+    size_workspace(a);
     if (!check("decode step", hawk::rglru::decode(a, raw(workspace), workspace.size(), nullptr))) return 1;
     thrust::host_vector<Element> y_host(y_step);
     for (std::int64_t n = 0; n < N; ++n)
       for (std::int64_t c = 0; c < W; ++c) y_decoded[(n * L + t) * W + c] = y_host[n * W + c];
   }
   if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+  if (!check("last decode step's device checks", hawk::read_device_checks(raw(workspace), nullptr))) return 1;
 
   // 3. Bitwise comparison: every y, and every sequence's state in its pool row.
   thrust::host_vector<Element> y_once_host(y_once);

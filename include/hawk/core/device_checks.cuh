@@ -51,32 +51,55 @@ enum DeviceCheckBit : unsigned int {
 //! Bytes reserved at the start of a workspace for the check word (the rest of the workspace stays aligned).
 constexpr std::size_t kDeviceCheckBytes = 256;
 
-//! The verdict of a check word's bits as a Status whose message names the argument at fault.
+//! What each bit means: its status code and the words that name the argument at fault.
+struct DeviceCheckMeaning {
+  unsigned int bit;
+  StatusCode code;
+  const char* text;
+};
+
+inline const DeviceCheckMeaning* device_check_meanings(std::size_t& count) {
+  static const DeviceCheckMeaning meanings[] = {
+      {kCheckCuSeqlensFirstNotZero, StatusCode::kInvalidArgument, "cu_seqlens[0] must be 0"},
+      {kCheckCuSeqlensDecreasing, StatusCode::kInvalidArgument, "cu_seqlens must not decrease"},
+      {kCheckCuSeqlensLastNotTokens, StatusCode::kInvalidArgument, "cu_seqlens[N] must equal num_tokens"},
+      {kCheckStateIndexOutOfRange, StatusCode::kIndexOutOfRange,
+       "state_index holds a row outside [0, num_state_rows) (-1, padding, is the only negative value allowed)"},
+      {kCheckStateIndexDuplicate, StatusCode::kInvalidArgument,
+       "state_index names the same state row for two sequences (they would race on it; a pool with fewer rows "
+       "than sequences needs padding slots of -1)"},
+      {kCheckIdxOutOfRange, StatusCode::kIndexOutOfRange, "idx holds a value outside [0, num_gate_rows)"},
+      {kCheckIdxNotUniform, StatusCode::kInvalidArgument,
+       "idx does not follow the declared layout kUniform (idx[r] == r / rows_per_group); pass the right "
+       "rows_per_group or layout kArbitrary"},
+      {kCheckIdxNotContiguous, StatusCode::kInvalidArgument,
+       "idx does not follow the declared layout kContiguousSegments (each gate row's rows must form one "
+       "contiguous run); pass layout kArbitrary"},
+  };
+  count = sizeof(meanings) / sizeof(meanings[0]);
+  return meanings;
+}
+
+//! The verdict of a check word's bits as a Status whose message names the argument at fault (each problem
+//! found, the first one's code). No lambda here on purpose: this inline function is compiled by both nvcc and
+//! the host compiler in mixed projects (the PyTorch binding), and the two front ends need not lay out a
+//! lambda's closure alike, while the linker keeps one copy of each.
 inline Status device_check_verdict(unsigned int bits) {
   if (bits == 0) return Status::success();
+  std::size_t count = 0;
+  const DeviceCheckMeaning* meanings = device_check_meanings(count);
   std::string message;
   StatusCode code = StatusCode::kInvalidArgument;
-  auto add = [&](unsigned int bit, StatusCode bit_code, const char* text) {
-    if ((bits & bit) == 0) return;
-    if (message.empty()) code = bit_code;
-    if (!message.empty()) message += "; ";
-    message += text;
-  };
-  add(kCheckCuSeqlensFirstNotZero, StatusCode::kInvalidArgument, "cu_seqlens[0] must be 0");
-  add(kCheckCuSeqlensDecreasing, StatusCode::kInvalidArgument, "cu_seqlens must not decrease");
-  add(kCheckCuSeqlensLastNotTokens, StatusCode::kInvalidArgument, "cu_seqlens[N] must equal num_tokens");
-  add(kCheckStateIndexOutOfRange, StatusCode::kIndexOutOfRange,
-      "state_index holds a row outside [0, num_state_rows) (-1, padding, is the only negative value allowed)");
-  add(kCheckStateIndexDuplicate, StatusCode::kInvalidArgument,
-      "state_index names the same state row for two sequences (they would race on it; a pool with fewer rows "
-      "than sequences needs padding slots of -1)");
-  add(kCheckIdxOutOfRange, StatusCode::kIndexOutOfRange, "idx holds a value outside [0, num_gate_rows)");
-  add(kCheckIdxNotUniform, StatusCode::kInvalidArgument,
-      "idx does not follow the declared layout kUniform (idx[r] == r / rows_per_group); pass the right "
-      "rows_per_group or layout kArbitrary");
-  add(kCheckIdxNotContiguous, StatusCode::kInvalidArgument,
-      "idx does not follow the declared layout kContiguousSegments (each gate row's rows must form one contiguous "
-      "run); pass layout kArbitrary");
+  for (std::size_t i = 0; i < count; ++i) {
+    if ((bits & meanings[i].bit) == 0) continue;
+    if (message.empty()) {
+      code = meanings[i].code;
+    } else {
+      message += "; ";
+    }
+    message += meanings[i].text;
+  }
+  if (message.empty()) message = "unknown check bits " + std::to_string(bits);
   return Status(code, "device check failed: " + message + " (nothing was written)");
 }
 
