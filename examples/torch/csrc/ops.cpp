@@ -13,8 +13,8 @@
 //! (`device_check_report`, one word of mapped pinned host memory per device, allocated on the first call
 //! there); a call whose checks fail writes nothing and ORs its verdict into that word. Every operator call
 //! first reads the word of its device (one host memory read, no synchronisation) and, when it is set, clears
-//! it and raises the verdict instead of running. `hawk::check_device_errors` raises it on request (Python
-//! synchronises the device first: hawk_torch.check_device_errors). In sync mode (`hawk::set_sync_checks`, or
+//! it and raises the verdict instead of running. `hawk::take_device_check_bits` hands it over on request (Python
+//! synchronises the device first and raises: hawk_torch.check_device_errors). In sync mode (`hawk::set_sync_checks`, or
 //! HAWK_TORCH_SYNC_CHECKS=1 in the environment) every validating call sets `wait_for_device_checks`, so that
 //! run() synchronises once and the call itself raises; during stream capture nothing synchronises even then,
 //! and the verdict of each replay goes to the report word.
@@ -163,10 +163,15 @@ constexpr const char* kDeviceCheckHelp =
 void raise_earlier_device_check_failure(int device) {
   const unsigned int bits = take_reported_bits(device);
   if (bits == 0u) return;
-  TORCH_CHECK(false, "hawk: an earlier asynchronous hawk call on cuda:", device, " failed its device checks: ",
-              hawk::device_check_verdict(bits).message(),
-              ". That call had already returned: it wrote none of its outputs (the tensors it returned hold "
-              "unspecified values; a decode state pool is unchanged). This call did not run.", kDeviceCheckHelp);
+  // The message is built first and raised through throw_if_failed, the path every other hawk error takes (a
+  // TORCH_CHECK(false, ...) with the verdict's message among its arguments crashed the process on the H200).
+  const hawk::Status verdict = hawk::device_check_verdict(bits);
+  std::string message = "an earlier asynchronous hawk call on cuda:" + std::to_string(device) +
+                        " failed its device checks: " + verdict.message() +
+                        ". That call had already returned: it wrote none of its outputs (the tensors it returned "
+                        "hold unspecified values; a decode state pool is unchanged). This call did not run.";
+  message += kDeviceCheckHelp;
+  throw_if_failed(hawk::Status(verdict.code(), message), "hawk");
 }
 
 //! How `shape`'s device checks report their verdict (core/device_checks.cuh): to the device's report word, or,
@@ -595,15 +600,16 @@ bool set_sync_checks(std::optional<bool> enabled) {
   return g_sync_checks.exchange(*enabled);
 }
 
-//! hawk::check_device_errors: raises, and clears, what the report word of cuda:`device` holds; nothing when it
-//! holds nothing. Does not synchronise: hawk_torch.check_device_errors synchronises the device first.
-void check_device_errors(std::int64_t device) {
-  const unsigned int bits = take_reported_bits(static_cast<int>(device));
-  if (bits == 0u) return;
-  TORCH_CHECK(false, "hawk: an asynchronous hawk call on cuda:", device, " failed its device checks: ",
-              hawk::device_check_verdict(bits).message(),
-              ". It wrote none of its outputs (the tensors it returned hold unspecified values, a decode state "
-              "pool is unchanged, and a replayed CUDA graph's output buffers keep what they held).");
+//! hawk::take_device_check_bits: what the report word of cuda:`device` holds, cleared (0 when nothing failed).
+//! Does not synchronise: hawk_torch.check_device_errors synchronises the device first and raises in Python
+//! (these device-less operators return values instead of throwing).
+std::int64_t take_device_check_bits(std::int64_t device) {
+  return static_cast<std::int64_t>(take_reported_bits(static_cast<int>(device)));
+}
+
+//! hawk::device_check_message: the verdict of report bits, naming the argument at fault.
+std::string device_check_message(std::int64_t bits) {
+  return hawk::device_check_verdict(static_cast<unsigned int>(bits)).message();
 }
 
 }  // namespace
@@ -639,7 +645,8 @@ TORCH_LIBRARY(hawk, m) {
   // Device checks (see the file comment): sync mode, and the deferred verdicts of a device (no synchronisation
   // here: hawk_torch.check_device_errors synchronises first).
   m.def("set_sync_checks(bool? enabled) -> bool", &hawk_torch::set_sync_checks);
-  m.def("check_device_errors(int device) -> ()", &hawk_torch::check_device_errors);
+  m.def("take_device_check_bits(int device) -> int", &hawk_torch::take_device_check_bits);
+  m.def("device_check_message(int bits) -> str", &hawk_torch::device_check_message);
 }
 
 TORCH_LIBRARY_IMPL(hawk, CUDA, m) {

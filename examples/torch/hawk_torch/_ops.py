@@ -390,7 +390,13 @@ def check_device_errors(device: Union[torch.device, str, int, None] = None, *, s
                 _fail(where, "the current stream is being captured into a CUDA graph, which may not be "
                              "synchronised; call it after replaying the graph", RuntimeError)
         torch.cuda.synchronize(index)
-    _ops.check_device_errors(index)
+    bits = int(_ops.take_device_check_bits(index))
+    if bits:
+        raise RuntimeError(
+            f"hawk: an asynchronous hawk call on cuda:{index} failed its device checks: "
+            f"{_ops.device_check_message(bits)}. It wrote none of its outputs (the tensors it returned hold "
+            "unspecified values, a decode state pool is unchanged, and a replayed CUDA graph's output buffers keep "
+            "what they held).")
 
 
 def set_sync_checks(enabled: bool = True) -> bool:
