@@ -82,6 +82,20 @@ inline Status check_shape(const ProblemShape& shape, DType element, DType gate, 
                    " but the operator was instantiated for " + to_string(gate));
   HAWK_REQUIRE(shape.index_type == index, StatusCode::kUnsupportedConfiguration,
                "gate_residual: index_type differs from the operator's index type");
+  HAWK_REQUIRE(is_aligned(shape.device_check_report, 4), StatusCode::kMisalignedPointer,
+               "gate_residual: device_check_report must be 4-byte aligned (an unsigned int)");
+  return Status::success();
+}
+
+//! The caller's workspace: present when needed, large enough, and aligned as the carver aligns its buffers
+//! (the check word, 8-byte chunk-table entries and CUB's storage are carved from it).
+inline Status check_workspace(const void* workspace, std::size_t workspace_bytes, std::size_t needed,
+                              const char* who) {
+  if (needed == 0) return Status::success();
+  HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= needed, StatusCode::kWorkspaceTooSmall,
+               std::string("gate_residual: ") + who + " needs " + std::to_string(needed) + " bytes of workspace");
+  HAWK_REQUIRE(is_aligned(workspace, 256), StatusCode::kMisalignedPointer,
+               std::string("gate_residual: ") + who + "'s workspace must be 256-byte aligned (as cudaMalloc returns it)");
   return Status::success();
 }
 

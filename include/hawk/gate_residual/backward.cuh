@@ -145,8 +145,7 @@ class Backward {
       HAWK_RETURN_IF_ERROR(carve(measure, args, unused));
       needed = measure.bytes();
     }
-    HAWK_REQUIRE(workspace_bytes >= needed && workspace != nullptr, StatusCode::kWorkspaceTooSmall,
-                 "gate_residual: backward needs " + std::to_string(needed) + " bytes of workspace");
+    HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, needed, "backward"));
     detail::WorkspaceCarver carver(workspace);
     Buffers buffers;
     HAWK_RETURN_IF_ERROR(carve(carver, args, buffers));

@@ -103,8 +103,7 @@ class Forward {
                     cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
     const std::size_t needed = workspace_size(args);
-    HAWK_REQUIRE(workspace_bytes >= needed && (needed == 0 || workspace != nullptr), StatusCode::kWorkspaceTooSmall,
-                 "gate_residual: forward needs " + std::to_string(needed) + " bytes of workspace");
+    HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, needed, "forward"));
     const ProblemShape& shape = args.shape;
     detail::WorkspaceCarver carver(workspace);
     const Buffers buffers = carve(carver, args);

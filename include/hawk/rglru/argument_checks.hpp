@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hawk/core/dtype.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/rglru/arguments.hpp"
 
@@ -36,12 +37,21 @@ inline Status check_problem_shape(const ProblemShape& s) {
   // Every [T, W] and [S, W] tensor is addressed with int64 offsets: T · W and S · W must fit.
   HAWK_REQUIRE(s.width <= INT64_MAX / 16 / (s.num_tokens > 0 ? s.num_tokens : 1), StatusCode::kInvalidArgument,
                "num_tokens * width is too large to address");
-  if (s.num_state_rows > 0) {
-    HAWK_REQUIRE(s.num_state_rows <= INT32_MAX, StatusCode::kInvalidArgument,
-                 "num_state_rows above 2^31 - 1 is not supported (state_index is int32)");
-  }
-  HAWK_REQUIRE(s.num_state_rows >= 0, StatusCode::kInvalidArgument, "num_state_rows must be >= 0");
+  HAWK_REQUIRE(is_aligned(s.device_check_report, 4), StatusCode::kMisalignedPointer,
+               "device_check_report must be 4-byte aligned (an unsigned int)");
   return Status::success();
+}
+
+//! count · size bytes, saturated at 2^62: a meaningless size never wraps, and pointer + bytes in the overlap
+//! test cannot overflow.
+inline std::size_t saturating_bytes(std::int64_t count, std::size_t size) {
+  constexpr std::size_t kCap = std::size_t{1} << 62;
+  const auto c = static_cast<std::size_t>(count > 0 ? count : 0);
+  return size != 0 && c > kCap / size ? kCap : c * size;
+}
+
+inline std::size_t saturating_bytes(std::int64_t rows, std::int64_t cols, std::size_t size) {
+  return saturating_bytes(rows, saturating_bytes(cols, size));
 }
 
 //! A named byte range of a device tensor, for the overlap checks of outputs against inputs.
@@ -61,6 +71,20 @@ inline Status check_no_overlap(const TensorBytes& output, const TensorBytes& inp
   HAWK_REQUIRE(!(o < i + input.bytes && i < o + output.bytes), StatusCode::kInvalidArgument,
                std::string(output.name) + " overlaps " + input.name +
                    " (outputs may not overlap inputs, except the documented in-place pairs)");
+  return Status::success();
+}
+
+}  // namespace rglru
+}  // namespace hawk
+
+namespace hawk {
+namespace rglru {
+
+//! The state rows a call names through state_index: at least one, and int32 like the slots.
+inline Status check_state_rows(const ProblemShape& s, const std::int32_t* state_index) {
+  if (state_index == nullptr) return Status::success();
+  HAWK_REQUIRE(s.num_state_rows >= 1 && s.num_state_rows <= INT32_MAX, StatusCode::kInvalidArgument,
+               "state_index needs num_state_rows (rows of the state tensors) in [1, 2^31 - 1]");
   return Status::success();
 }
 

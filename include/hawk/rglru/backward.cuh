@@ -100,8 +100,7 @@ inline Status check_backward_shape(const BackwardArguments& args) {
                  "reset flags given but reset_mode is not kFlags (they would be ignored)");
   }
   if (args.state_index != nullptr) {
-    HAWK_REQUIRE(s.num_state_rows >= 1, StatusCode::kInvalidArgument,
-                 "state_index needs num_state_rows (rows of dh_final / dh0) >= 1");
+    HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
   }
   const std::size_t element = size_of(args.dtype);
   HAWK_REQUIRE((s.width * static_cast<std::int64_t>(element)) % 16 == 0, StatusCode::kUnsupportedConfiguration,
@@ -123,19 +122,6 @@ inline Status check_backward_shape(const BackwardArguments& args) {
 }
 
 namespace backward_detail {
-
-//! count · size bytes, saturated at 2^62: a meaningless size never wraps, and pointer + bytes in the overlap
-//! test cannot overflow (the sizes were checked to be positive by check_problem_shape).
-inline std::size_t saturating_bytes(std::int64_t count, std::size_t size) {
-  constexpr std::size_t kCap = std::size_t{1} << 62;
-  const auto c = static_cast<std::size_t>(count > 0 ? count : 0);
-  return size != 0 && c > kCap / size ? kCap : c * size;
-}
-
-inline std::size_t saturating_bytes(std::int64_t rows, std::int64_t cols, std::size_t size) {
-  return saturating_bytes(rows, saturating_bytes(cols, size));
-}
-
 
 //! The byte ranges of a call's tensors, for the overlap checks. Only the tensors the mode uses count; dh_final
 //! is left out when it is dh0 itself (the documented in-place pair).

@@ -413,6 +413,9 @@ __global__ void __launch_bounds__(Config::kThreads)
     // prove does not alias: ~40 cycles a token instead of the ~4 of the arithmetic chain.) The same operations in
     // the same order as one token at a time: the same bits.
     constexpr int kB = backward_detail::kScanBatch;
+    // The replay starts from a checkpoint, which need not be the +0 that lets the forward skip the selection
+    // under ResetAtSequenceStart (recurrence_step_for): only NoReset, which has no reset token, replays without it.
+    constexpr ResetMode kReplayMode = Policy::kMode == ResetMode::kNone ? ResetMode::kNone : ResetMode::kFlags;
     static_assert(kC % kB == 0, "backward scan: TimeChunk must be a multiple of the scan batch");
     if (h_thread) {
       float h = carry;
@@ -427,7 +430,7 @@ __global__ void __launch_bounds__(Config::kThreads)
 #pragma unroll
         for (int i = 0; i < kB; ++i) {
           const float h_prev = h;
-          h = recurrence_step(a_bar[i], h, u[i]);
+          h = recurrence_step_for<kReplayMode>(a_bar[i], h, u[i]);
           u[i] = h_prev;  // h_{t-1} of token t + i
         }
 #pragma unroll
@@ -436,7 +439,7 @@ __global__ void __launch_bounds__(Config::kThreads)
       for (; t < valid; ++t) {  // the tail of a sequence's last chunk
         const float u = u_tile[t * kWT + thread];
         u_tile[t * kWT + thread] = h;  // h_{t-1} of token t
-        h = recurrence_step(a_bar_tile[t * kWT + thread], h, u);
+        h = recurrence_step_for<kReplayMode>(a_bar_tile[t * kWT + thread], h, u);
       }
     }
     if (dh_thread) {
@@ -451,7 +454,7 @@ __global__ void __launch_bounds__(Config::kThreads)
         }
 #pragma unroll
         for (int i = 0; i < kB; ++i) {
-          dy[i] = reverse_step(a_bar_next, dh_next, dy[i]);  // dh of token t - i
+          dy[i] = reverse_step_for<Policy::kMode>(a_bar_next, dh_next, dy[i]);  // dh of token t - i
           dh_next = dy[i];
           a_bar_next = a_bar[i];
         }
@@ -459,7 +462,7 @@ __global__ void __launch_bounds__(Config::kThreads)
         for (int i = 0; i < kB; ++i) dh_tile[(t - i) * kWT + c] = dy[i];
       }
       for (; t >= 0; --t) {  // the tail of a sequence's last chunk
-        const float dh = reverse_step(a_bar_next, dh_next, to_float(dy_tile[t * kWT + c]));
+        const float dh = reverse_step_for<Policy::kMode>(a_bar_next, dh_next, to_float(dy_tile[t * kWT + c]));
         dh_tile[t * kWT + c] = dh;
         dh_next = dh;
         a_bar_next = a_bar_tile[t * kWT + c];

@@ -38,9 +38,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "hawk/core/cuda_status.hpp"
 #include "hawk/core/status.hpp"
+#include "hawk/rglru/argument_checks.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/backward_dispatch.cuh"
 #include "hawk/rglru/carry_combine_kernel.cuh"
@@ -130,8 +132,29 @@ Status combine_carries(const float* decay, const float* h_end, std::int64_t pair
   HAWK_REQUIRE(num_pieces == 0 || pair_stride >= count, StatusCode::kInvalidArgument, "pair_stride must be >= count");
   HAWK_REQUIRE(carry_in != nullptr || carry_out != nullptr, StatusCode::kNullPointer,
                "combine_carries needs carry_in or carry_out");
+  HAWK_REQUIRE(count <= std::int64_t{0x7fffffff} * kCombineThreads, StatusCode::kInvalidArgument,
+               "count is too large for one grid");
+  HAWK_REQUIRE(num_pieces == 0 || pair_stride <= INT64_MAX / 2 / num_pieces, StatusCode::kInvalidArgument,
+               "pair_stride * num_pieces is too large to address");
+  for (const void* pointer : {static_cast<const void*>(decay), static_cast<const void*>(h_end),
+                              static_cast<const void*>(carry0), static_cast<const void*>(carry_in),
+                              static_cast<const void*>(carry_out)}) {
+    HAWK_REQUIRE(is_aligned(pointer, 4), StatusCode::kMisalignedPointer,
+                 "combine_carries: decay, h_end, carry0, carry_in and carry_out must be 4-byte aligned");
+  }
+  // The outputs may not overlap the pairs or each other; carry_out may equal carry0 exactly (read, then written).
+  const std::size_t pairs_bytes = num_pieces == 0 ? 0 : saturating_bytes(pair_stride * (num_pieces - 1) + count, 4);
+  const std::size_t count_bytes = saturating_bytes(count, 4);
+  const TensorBytes carry_in_range{carry_in, saturating_bytes(count, num_pieces, 4), "carry_in"};
+  const TensorBytes carry_out_range{carry_out, count_bytes, "carry_out"};
+  for (const TensorBytes& output : {carry_in_range, carry_out_range}) {
+    HAWK_RETURN_IF_ERROR(check_no_overlap(output, {decay, pairs_bytes, "decay"}));
+    HAWK_RETURN_IF_ERROR(check_no_overlap(output, {h_end, pairs_bytes, "h_end"}));
+  }
+  HAWK_RETURN_IF_ERROR(check_no_overlap(carry_in_range, carry_out_range));
+  HAWK_RETURN_IF_ERROR(check_no_overlap(carry_in_range, {carry0, count_bytes, "carry0"}));
+  if (carry_out != carry0) HAWK_RETURN_IF_ERROR(check_no_overlap(carry_out_range, {carry0, count_bytes, "carry0"}));
   const std::int64_t blocks = (count + kCombineThreads - 1) / kCombineThreads;
-  HAWK_REQUIRE(blocks <= 0x7fffffff, StatusCode::kInvalidArgument, "count is too large for one grid");
   combine_carries_kernel<kCombineThreads><<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(
       decay, h_end, pair_stride, num_pieces, count, carry0, carry_in, carry_out,
       direction == CarryDirection::kReverse);

@@ -35,13 +35,16 @@ class DecodeStep {
            s.seq_len == 1 && args.checkpoints == nullptr && args.decay == nullptr;
   }
 
-  //! Everything `Forward<Config>::can_implement` checks, and that args are a single-token step.
+  //! Everything `Forward<Config>::can_implement` checks on the host, that args are a single-token step, and that
+  //! the device holds the decode kernel's shared memory.
   static Status can_implement(const ForwardArguments& args) {
-    HAWK_RETURN_IF_ERROR(Forward<Config>::can_implement(args));
+    // The forward's host checks, then the decode shape, then the device: the query of the device comes last, and
+    // it asks for the decode kernel's own footprint, a fraction of the forward's.
+    HAWK_RETURN_IF_ERROR(Forward<Config>::check_host(args));
     HAWK_REQUIRE(applies(args), StatusCode::kInvalidArgument,
                  "DecodeStep takes a dense batch of one token per sequence (cu_seqlens null, num_tokens == "
                  "num_sequences, seq_len 1) without checkpoints or decay; use Forward<Config> for anything else");
-    return Status::success();
+    return Forward<Config>::check_shared_memory(DecodeStepLayout<Config>::kSharedBytes);
   }
 
   static std::size_t workspace_size(const ForwardArguments& args) { return Forward<Config>::workspace_size(args); }

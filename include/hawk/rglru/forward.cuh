@@ -61,8 +61,7 @@ inline Status check_forward_shape(const ForwardArguments& args) {
                  "reset flags given but reset_mode is not kFlags (they would be ignored)");
   }
   if (args.state_index != nullptr) {
-    HAWK_REQUIRE(s.num_state_rows >= 1, StatusCode::kInvalidArgument,
-                 "state_index needs num_state_rows (rows of h0 / h_final) >= 1");
+    HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
   }
   if (args.checkpoints != nullptr) {
     HAWK_REQUIRE(args.checkpoint_chunk >= 1, StatusCode::kInvalidArgument, "checkpoints need checkpoint_chunk >= 1");
@@ -87,33 +86,33 @@ inline Status check_forward_shape(const ForwardArguments& args) {
 //! No output may overlap an input or another output, except h_final == h0 (the state updated in place).
 inline Status check_forward_overlaps(const ForwardArguments& args) {
   const ProblemShape& s = args.shape;
-  const auto T = static_cast<std::size_t>(s.num_tokens);
-  const auto W = static_cast<std::size_t>(s.width);
+  // Sizes saturate (argument_checks.hpp): a shape too large to address never wraps to a small range.
+  const std::int64_t T = s.num_tokens, W = s.width, N = s.num_sequences;
   const std::size_t element = size_of(args.dtype);
-  const std::size_t rows = static_cast<std::size_t>(args.state_index != nullptr ? s.num_state_rows : s.num_sequences);
-  const std::size_t weights = W * static_cast<std::size_t>(s.block_width()) * element;
+  const std::int64_t rows = args.state_index != nullptr ? s.num_state_rows : N;
+  const std::size_t tokens = saturating_bytes(T, W, element);
+  const std::size_t weights = saturating_bytes(W, s.block_width(), element);
+  const std::size_t states = saturating_bytes(rows, W, 4);
   const std::size_t checkpoint_bytes =
-      args.checkpoint_chunk >= 1
-          ? static_cast<std::size_t>(checkpoint_rows(s.num_tokens, s.num_sequences, args.checkpoint_chunk)) * W * 4
-          : 0;
+      args.checkpoint_chunk >= 1 ? saturating_bytes(checkpoint_rows(T, N, args.checkpoint_chunk), W, 4) : 0;
   const TensorBytes inputs[] = {
-      {args.x, T * W * element, "x"},
-      {args.gx, T * W * element, "gx"},
-      {args.ga, T * W * element, "ga"},
+      {args.x, tokens, "x"},
+      {args.gx, tokens, "gx"},
+      {args.ga, tokens, "ga"},
       {args.Wx, weights, "Wx"},
       {args.Wa, weights, "Wa"},
-      {args.bx, W * 4, "bx"},
-      {args.ba, W * 4, "ba"},
-      {args.a_param, W * 4, "a_param"},
-      {args.reset, T, "reset"},
-      {args.h0 == args.h_final ? nullptr : args.h0, rows * W * 4, "h0"},
-      {s.cu_seqlens, (static_cast<std::size_t>(s.num_sequences) + 1) * 4, "cu_seqlens"},
-      {args.state_index, static_cast<std::size_t>(s.num_sequences) * 4, "state_index"},
+      {args.bx, saturating_bytes(W, 4), "bx"},
+      {args.ba, saturating_bytes(W, 4), "ba"},
+      {args.a_param, saturating_bytes(W, 4), "a_param"},
+      {args.reset, saturating_bytes(T, 1), "reset"},
+      {args.h0 == args.h_final ? nullptr : args.h0, states, "h0"},
+      {s.cu_seqlens, saturating_bytes(N + 1, 4), "cu_seqlens"},
+      {args.state_index, saturating_bytes(N, 4), "state_index"},
   };
   const TensorBytes outputs[] = {
-      {args.y, T * W * element, "y"},
-      {args.h_final, rows * W * 4, "h_final"},
-      {args.decay, rows * W * 4, "decay"},
+      {args.y, tokens, "y"},
+      {args.h_final, states, "h_final"},
+      {args.decay, states, "decay"},
       {args.checkpoints, checkpoint_bytes, "checkpoints"},
   };
   for (const TensorBytes& output : outputs) {
@@ -135,6 +134,12 @@ class Forward {
   //! Everything checkable without touching device memory. Success means `run` launches (after the optional
   //! device-input validation).
   static Status can_implement(const ForwardArguments& args) {
+    HAWK_RETURN_IF_ERROR(check_host(args));
+    return check_shared_memory(Config::kSharedBytes);
+  }
+
+  //! Everything can_implement checks except the device's shared memory (no CUDA call at all).
+  static Status check_host(const ForwardArguments& args) {
     HAWK_RETURN_IF_ERROR(check_forward_shape(args));
     const ProblemShape& s = args.shape;
     HAWK_REQUIRE(args.dtype == ElementTraits<Element>::kDType, StatusCode::kUnsupportedConfiguration,
@@ -153,19 +158,23 @@ class Forward {
     HAWK_REQUIRE(s.width % Config::kWidthTile == 0, StatusCode::kUnsupportedConfiguration,
                  "width W = " + std::to_string(s.width) + " is not a multiple of the configuration's WidthTile " +
                      std::to_string(Config::kWidthTile));
-    HAWK_REQUIRE(s.num_sequences * (s.width / Config::kWidthTile) <= INT32_MAX, StatusCode::kInvalidArgument,
+    HAWK_REQUIRE(s.num_sequences <= INT32_MAX / (s.width / Config::kWidthTile), StatusCode::kInvalidArgument,
                  "num_sequences * W / WidthTile exceeds the grid limit 2^31 - 1");
     if (args.checkpoints != nullptr) {
       HAWK_REQUIRE(args.checkpoint_chunk == Config::kTimeChunk, StatusCode::kInvalidArgument,
                    "checkpoint_chunk must equal the configuration's TimeChunk " + std::to_string(Config::kTimeChunk));
     }
-    // Shared memory: a host query of the current device, no device work.
+    return Status::success();
+  }
+
+  //! Whether the current device offers `bytes` of shared memory per CTA: a host query, no device work.
+  static Status check_shared_memory(std::size_t bytes) {
     int device = 0;
     HAWK_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
     int max_shared = 0;
     HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    HAWK_REQUIRE(Config::kSharedBytes <= static_cast<std::size_t>(max_shared), StatusCode::kUnsupportedConfiguration,
-                 "the configuration needs " + std::to_string(Config::kSharedBytes) +
+    HAWK_REQUIRE(bytes <= static_cast<std::size_t>(max_shared), StatusCode::kUnsupportedConfiguration,
+                 "the configuration needs " + std::to_string(bytes) +
                      " bytes of shared memory per CTA; this device offers " + std::to_string(max_shared));
     return Status::success();
   }

@@ -190,7 +190,12 @@ __device__ __forceinline__ void forward_scan(const ForwardParams<typename Config
           for (int i = 0; i < kScanBatch; ++i) {
             h = recurrence_step_for<Policy::kMode>(a_reg[i], h, u_reg[i]);
             y[(t0 + i) * W] = from_float<Element>(h);
-            if (want_decay) decay = decay_step(decay, a_reg[i]);
+          }
+          // The decay product is its own chain, in the same token order (the same bits): kept out of the loop
+          // above, whose issue slots bound the scan when the grid is small (one long sequence).
+          if (want_decay) {
+#pragma unroll
+            for (int i = 0; i < kScanBatch; ++i) decay = decay_step(decay, a_reg[i]);
           }
         }
       } else {

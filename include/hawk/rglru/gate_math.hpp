@@ -179,6 +179,18 @@ HAWK_HOST_DEVICE float reverse_step(float a_bar_next, float dh_next, float dy) {
   return is_reset_a_bar(a_bar_next) ? dy : detail::add_rn(dy, detail::mul_rn(a_bar_next, dh_next));
 }
 
+//! reverse_step for a kernel that knows its reset policy at compile time, with the same bits: without reset
+//! flags no token after a sequence's first is a reset, and the first token's a_bar never multiplies inside the
+//! reverse scan (it only enters dh0, through initial_state_gradient), so only ResetFlags needs the selection.
+template <ResetMode kMode>
+HAWK_HOST_DEVICE float reverse_step_for(float a_bar_next, float dh_next, float dy) {
+  if constexpr (kMode == ResetMode::kFlags) {
+    return reverse_step(a_bar_next, dh_next, dy);
+  } else {
+    return detail::add_rn(dy, detail::mul_rn(a_bar_next, dh_next));
+  }
+}
+
 //! The gradient leaving a sequence through its initial state: dh0 = a_bar_0 · dh_0, and 0 when the first
 //! token is a reset (h0 was dropped, whatever dh_0 holds).
 HAWK_HOST_DEVICE float initial_state_gradient(float a_bar_first, float dh_first) {

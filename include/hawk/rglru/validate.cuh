@@ -45,7 +45,8 @@ struct DeviceCheckLayout {
     l.enabled = shape.validate_device_inputs && (shape.cu_seqlens != nullptr || state_index != nullptr);
     if (!l.enabled) return l;
     l.bytes = kDeviceCheckBytes;
-    if (state_index != nullptr && shape.num_state_rows > 0) {
+    // Bounded like check_state_rows, so that sizing a workspace never overflows on arguments not yet checked.
+    if (state_index != nullptr && shape.num_state_rows > 0 && shape.num_state_rows <= INT32_MAX) {
       l.claim_offset = l.bytes;
       l.claim_words = static_cast<std::size_t>((shape.num_state_rows + 31) / 32);
       l.bytes += round_up_to_workspace_alignment(l.claim_words * sizeof(unsigned int));
