@@ -67,6 +67,12 @@ namespace detail {
 
 inline std::size_t round_up_256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+//! Bytes of one [N, W] fp32 state, rounded up to 256; saturated (argument_checks.hpp) so that the workspace-size
+//! functions, which run before any check, never overflow.
+inline std::size_t state_bytes(const ProblemShape& shape) {
+  return round_up_256(saturating_bytes(shape.num_sequences, shape.width, sizeof(float)));
+}
+
 //! `pointer` advanced by `rows` token rows of `width` elements of `dtype` (null stays null).
 inline const void* skip_rows(const void* pointer, std::int64_t rows, std::int64_t width, DType dtype) {
   return pointer == nullptr ? nullptr
@@ -79,8 +85,8 @@ inline void* skip_rows(void* pointer, std::int64_t rows, std::int64_t width, DTy
 
 //! The first token of the backward's suffix: L - suffix_tokens rounded down to a chunk boundary (0: no split).
 inline std::int64_t suffix_start(std::int64_t L, std::int64_t suffix_tokens) {
-  const std::int64_t start = L - suffix_tokens;
-  return start <= 0 ? 0 : start / kDefaultTimeChunk * kDefaultTimeChunk;
+  if (suffix_tokens <= 0 || suffix_tokens >= L) return 0;  // no split (and no overflow on arguments not yet checked)
+  return (L - suffix_tokens) / kDefaultTimeChunk * kDefaultTimeChunk;
 }
 
 //! Whether the bits of a and b (count floats each) differ anywhere; synchronises `stream`.
@@ -155,8 +161,11 @@ struct ParameterGradients {
 
 inline std::size_t parameter_gradient_bytes(const BackwardArguments& piece) {
   const std::int64_t W = piece.shape.width, w = piece.shape.block_width();
-  const std::int64_t fused = piece.mode == GateMode::kFused ? 2 * W * w + 2 * W : 0;
-  return round_up_256(static_cast<std::size_t>(fused + W) * sizeof(float));
+  // Saturated sizes (each at most 2^62, so the sum of five cannot wrap): this runs before any check.
+  const std::size_t vector = saturating_bytes(W, sizeof(float));
+  const std::size_t fused =
+      piece.mode == GateMode::kFused ? 2 * saturating_bytes(W, w, sizeof(float)) + 2 * vector : 0;
+  return round_up_256(fused + vector);
 }
 
 inline ParameterGradients carve_parameter_gradients(const BackwardArguments& piece, void* workspace) {
@@ -203,8 +212,7 @@ inline Status add_parameter_gradients(const BackwardArguments& piece, const Para
 //! Workspace bytes of `forward_correct(piece, ...)`.
 template <class = void>
 std::size_t forward_correct_workspace_size(const ForwardArguments& piece) {
-  const auto state = detail::round_up_256(static_cast<std::size_t>(piece.shape.num_sequences * piece.shape.width) *
-                                          sizeof(float));
+  const auto state = detail::state_bytes(piece.shape);
   return state + 256 + forward_workspace_size(piece);
 }
 
@@ -230,7 +238,7 @@ Status forward_correct(const ForwardArguments& piece, const float* carry_in, con
   HAWK_RETURN_IF_ERROR(forward_can_implement(piece));
   const std::int64_t W = piece.shape.width, L = piece.shape.seq_len;
   float* state = static_cast<float*>(workspace);
-  const std::size_t state_bytes = detail::round_up_256(static_cast<std::size_t>(piece.shape.num_sequences * W) * 4);
+  const std::size_t state_bytes = detail::state_bytes(piece.shape);
   int* flag = reinterpret_cast<int*>(static_cast<unsigned char*>(workspace) + state_bytes);
   void* forward_ws = static_cast<unsigned char*>(workspace) + state_bytes + 256;
   const std::size_t forward_bytes = workspace_bytes - state_bytes - 256;
@@ -266,13 +274,13 @@ template <class = void>
 std::size_t backward_split_workspace_size(const BackwardArguments& piece, std::int64_t suffix_tokens) {
   const std::int64_t start = detail::suffix_start(piece.shape.seq_len, suffix_tokens);
   std::size_t calls = backward_workspace_size(piece);
-  if (start > 0) {
+  // The split calls' sizes only for a shape that passes the checks (their row offsets are then addressable).
+  if (start > 0 && check_problem_shape(piece.shape).ok()) {
     const std::size_t suffix = backward_workspace_size(detail::backward_rows(piece, start, piece.shape.seq_len));
     const std::size_t prefix = backward_workspace_size(detail::backward_rows(piece, 0, start));
     calls = std::max(calls, std::max(suffix, prefix));
   }
-  const auto state = detail::round_up_256(static_cast<std::size_t>(piece.shape.num_sequences * piece.shape.width) *
-                                          sizeof(float));
+  const auto state = detail::state_bytes(piece.shape);
   return detail::parameter_gradient_bytes(piece) + state + 256 + calls;
 }
 
@@ -294,8 +302,7 @@ Status backward_transfer_split(const BackwardArguments& piece, std::int64_t suff
   const std::int64_t L = piece.shape.seq_len;
   const std::int64_t start = detail::suffix_start(L, suffix_tokens);
   const std::size_t grads = detail::parameter_gradient_bytes(piece);
-  const std::size_t state = detail::round_up_256(static_cast<std::size_t>(piece.shape.num_sequences *
-                                                                          piece.shape.width) * 4);
+  const std::size_t state = detail::state_bytes(piece.shape);
   void* calls_ws = static_cast<unsigned char*>(workspace) + grads + state + 256;
   const std::size_t calls_bytes = workspace_bytes - grads - state - 256;
   if (piece.shape.num_sequences != 1 || start == 0)
@@ -328,7 +335,7 @@ Status backward_correct(const BackwardArguments& piece, const float* dh_final, s
   const std::int64_t L = piece.shape.seq_len, W = piece.shape.width;
   const std::int64_t start = detail::suffix_start(L, suffix_tokens);
   const std::size_t grads = detail::parameter_gradient_bytes(piece);
-  const std::size_t state_bytes = detail::round_up_256(static_cast<std::size_t>(piece.shape.num_sequences * W) * 4);
+  const std::size_t state_bytes = detail::state_bytes(piece.shape);
   float* state = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + grads);
   int* flag = reinterpret_cast<int*>(static_cast<unsigned char*>(workspace) + grads + state_bytes);
   void* calls_ws = static_cast<unsigned char*>(workspace) + grads + state_bytes + 256;

@@ -18,17 +18,6 @@ namespace hawk_fuzz {
 
 inline const std::vector<KnownGap> kKnownGaps = {
     // ---- undefined behaviour -----------------------------------------------------------------------------------
-    {"rglru::context_parallel::*", "N*W overflows int64 (context-parallel state bytes)", true,
-     "forward_correct_workspace_size, backward_split_workspace_size, forward_correct, backward_transfer_split and "
-     "backward_correct compute num_sequences * width (context_parallel_early_exit.cuh) before any check bounds them"},
-    {"rglru::context_parallel::*", "2*W*w + 3*W overflows int64 (parameter_gradient_bytes)", true,
-     "detail::parameter_gradient_bytes: 2 * W * w + 2 * W (+ W) unbounded"},
-    {"rglru::context_parallel::*", "L - suffix_tokens overflows int64 (suffix_start)", true,
-     "detail::suffix_start: L - suffix_tokens for suffix_tokens near INT64_MIN (backward_split_workspace_size "
-     "calls it before check_tokens)"},
-    {"rglru::context_parallel::*", "suffix offset start*W overflows (backward_rows)", true,
-     "detail::backward_rows / skip_rows: rows * width and the pointer arithmetic on it overflow for huge L, W "
-     "(backward_split_workspace_size runs it on unchecked arguments)"},
     {"rglru::context_parallel::forward_correct", "carry_in misaligned by *", false,
      "carry_in's alignment is checked only inside the forward it runs, after forward_can_implement's device query"},
     {"rglru::context_parallel::backward_transfer_split", "dh0_zero misaligned by *", false,
