@@ -143,8 +143,10 @@ inline Status begin_device_checks(unsigned int* word, cudaStream_t stream) {
 }
 
 //! Step 4: hand the verdict on as the caller asked (file comment). Call it after the check kernels and
-//! before or after the guarded kernels (they read the word on the device either way).
+//! before or after the guarded kernels (they read the word on the device either way). A null word (the call
+//! ran no checks) has nothing to hand on.
 inline Status end_device_checks(const unsigned int* word, bool wait, unsigned int* report, cudaStream_t stream) {
+  if (word == nullptr) return Status::success();
   if (report != nullptr) {
     publish_device_checks_kernel<><<<1, 1, 0, stream>>>(word, report);
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::publish_device_checks_kernel"));

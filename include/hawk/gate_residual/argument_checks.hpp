@@ -10,34 +10,12 @@
 
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/status.hpp"
+#include "hawk/core/tensor_bytes.hpp"
 #include "hawk/gate_residual/arguments.hpp"
 
 namespace hawk {
 namespace gate_residual {
 namespace detail {
-
-//! A named device buffer of `bytes` bytes at `pointer`, for overlap checks.
-struct ByteRange {
-  const void* pointer;
-  std::size_t bytes;
-  const char* name;
-};
-
-inline bool overlaps(const ByteRange& a, const ByteRange& b) {
-  if (a.pointer == nullptr || b.pointer == nullptr || a.bytes == 0 || b.bytes == 0) return false;
-  const auto a0 = reinterpret_cast<std::uintptr_t>(a.pointer);
-  const auto b0 = reinterpret_cast<std::uintptr_t>(b.pointer);
-  return a0 < b0 + b.bytes && b0 < a0 + a.bytes;
-}
-
-//! `output` may not overlap `input` (an exact alias is allowed only where `alias_ok`).
-inline Status check_no_overlap(const ByteRange& output, const ByteRange& input, bool alias_ok = false) {
-  if (alias_ok && output.pointer == input.pointer) return Status::success();
-  if (overlaps(output, input))
-    return Status(StatusCode::kInvalidArgument,
-                  std::string("gate_residual: ") + output.name + " overlaps " + input.name);
-  return Status::success();
-}
 
 inline Status check_pointer(const void* pointer, std::size_t alignment, const char* name) {
   if (pointer == nullptr) return Status(StatusCode::kNullPointer, std::string("gate_residual: ") + name + " is null");
@@ -84,18 +62,6 @@ inline Status check_shape(const ProblemShape& shape, DType element, DType gate, 
                "gate_residual: index_type differs from the operator's index type");
   HAWK_REQUIRE(is_aligned(shape.device_check_report, 4), StatusCode::kMisalignedPointer,
                "gate_residual: device_check_report must be 4-byte aligned (an unsigned int)");
-  return Status::success();
-}
-
-//! The caller's workspace: present when needed, large enough, and aligned as the carver aligns its buffers
-//! (the check word, 8-byte chunk-table entries and CUB's storage are carved from it).
-inline Status check_workspace(const void* workspace, std::size_t workspace_bytes, std::size_t needed,
-                              const char* who) {
-  if (needed == 0) return Status::success();
-  HAWK_REQUIRE(workspace != nullptr && workspace_bytes >= needed, StatusCode::kWorkspaceTooSmall,
-               std::string("gate_residual: ") + who + " needs " + std::to_string(needed) + " bytes of workspace");
-  HAWK_REQUIRE(is_aligned(workspace, 256), StatusCode::kMisalignedPointer,
-               std::string("gate_residual: ") + who + "'s workspace must be 256-byte aligned (as cudaMalloc returns it)");
   return Status::success();
 }
 

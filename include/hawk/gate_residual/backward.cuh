@@ -45,6 +45,7 @@
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
 #include "hawk/gate_residual/argument_checks.hpp"
 #include "hawk/gate_residual/arguments.hpp"
 #include "hawk/gate_residual/backward_kernel.cuh"
@@ -93,22 +94,22 @@ class Backward {
     }
     const std::size_t rows_bytes = static_cast<std::size_t>(shape.num_rows * shape.dim) * sizeof(Element);
     const std::size_t gate_elements = static_cast<std::size_t>(shape.num_gate_rows * shape.dim);
-    const detail::ByteRange dout{args.dout, rows_bytes, "dout"};
-    const detail::ByteRange y{args.y, rows_bytes, "y"};
-    const detail::ByteRange gate{args.gate, gate_elements * sizeof(Gate), "gate"};
-    const detail::ByteRange idx{args.idx, static_cast<std::size_t>(shape.num_rows) * sizeof(Index), "idx"};
-    const detail::ByteRange dy{args.dy, rows_bytes, "dy"};
-    const detail::ByteRange dgate{args.dgate, gate_elements * (dgate_is_float(args) ? 4 : sizeof(Gate)), "dgate"};
-    const detail::ByteRange dresidual{args.dresidual == args.dout ? nullptr : args.dresidual, rows_bytes,
+    const TensorBytes dout{args.dout, rows_bytes, "dout"};
+    const TensorBytes y{args.y, rows_bytes, "y"};
+    const TensorBytes gate{args.gate, gate_elements * sizeof(Gate), "gate"};
+    const TensorBytes idx{args.idx, static_cast<std::size_t>(shape.num_rows) * sizeof(Index), "idx"};
+    const TensorBytes dy{args.dy, rows_bytes, "dy"};
+    const TensorBytes dgate{args.dgate, gate_elements * (dgate_is_float(args) ? 4 : sizeof(Gate)), "dgate"};
+    const TensorBytes dresidual{args.dresidual == args.dout ? nullptr : args.dresidual, rows_bytes,
                                       "dresidual"};
-    for (const detail::ByteRange& output : {dy, dgate, dresidual}) {
-      for (const detail::ByteRange& input : {dout, y, gate, idx}) {
-        HAWK_RETURN_IF_ERROR(detail::check_no_overlap(output, input));
+    for (const TensorBytes& output : {dy, dgate, dresidual}) {
+      for (const TensorBytes& input : {dout, y, gate, idx}) {
+        HAWK_RETURN_IF_ERROR(check_no_overlap(output, input));
       }
     }
-    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(dy, dgate));
-    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(dresidual, dy));
-    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(dresidual, dgate));
+    HAWK_RETURN_IF_ERROR(check_no_overlap(dy, dgate));
+    HAWK_RETURN_IF_ERROR(check_no_overlap(dresidual, dy));
+    HAWK_RETURN_IF_ERROR(check_no_overlap(dresidual, dgate));
     const std::uint64_t vectors = static_cast<std::uint64_t>((shape.dim + kVec - 1) / kVec);
     HAWK_RETURN_IF_ERROR(detail::check_grid(static_cast<std::uint64_t>(shape.num_rows) * vectors, Tile::kThreads));
     HAWK_RETURN_IF_ERROR(detail::check_grid(static_cast<std::uint64_t>(gate_elements), detail::kReduceThreads));
@@ -145,7 +146,7 @@ class Backward {
       HAWK_RETURN_IF_ERROR(carve(measure, args, unused));
       needed = measure.bytes();
     }
-    HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, needed, "backward"));
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, needed, "gate_residual::Backward"));
     detail::WorkspaceCarver carver(workspace);
     Buffers buffers;
     HAWK_RETURN_IF_ERROR(carve(carver, args, buffers));

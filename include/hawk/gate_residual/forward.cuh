@@ -34,6 +34,7 @@
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
 #include "hawk/gate_residual/argument_checks.hpp"
 #include "hawk/gate_residual/arguments.hpp"
 #include "hawk/gate_residual/forward_kernel.cuh"
@@ -73,13 +74,14 @@ class Forward {
                    "gate_residual: this ForwardTile requires 16-byte aligned residual, y, out (and gate rows)");
     }
     const std::size_t rows_bytes = static_cast<std::size_t>(shape.num_rows * shape.dim) * sizeof(Element);
-    const detail::ByteRange out{args.out, rows_bytes, "out"};
-    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(out, {args.residual, rows_bytes, "residual"}, true));
-    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(out, {args.y, rows_bytes, "y"}));
-    HAWK_RETURN_IF_ERROR(detail::check_no_overlap(
+    const TensorBytes out{args.out, rows_bytes, "out"};
+    // In place (out == residual exactly) is the documented pair.
+    if (args.out != args.residual) HAWK_RETURN_IF_ERROR(check_no_overlap(out, {args.residual, rows_bytes, "residual"}));
+    HAWK_RETURN_IF_ERROR(check_no_overlap(out, {args.y, rows_bytes, "y"}));
+    HAWK_RETURN_IF_ERROR(check_no_overlap(
         out, {args.gate, static_cast<std::size_t>(shape.num_gate_rows * shape.dim) * sizeof(Gate), "gate"}));
     HAWK_RETURN_IF_ERROR(
-        detail::check_no_overlap(out, {args.idx, static_cast<std::size_t>(shape.num_rows) * sizeof(Index), "idx"}));
+        check_no_overlap(out, {args.idx, static_cast<std::size_t>(shape.num_rows) * sizeof(Index), "idx"}));
     HAWK_RETURN_IF_ERROR(detail::check_grid(total_vectors(shape), Tile::kThreads * Tile::kVectorsPerThread));
     return Status::success();
   }
@@ -103,7 +105,7 @@ class Forward {
                     cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
     const std::size_t needed = workspace_size(args);
-    HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, needed, "forward"));
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, needed, "gate_residual::Forward"));
     const ProblemShape& shape = args.shape;
     detail::WorkspaceCarver carver(workspace);
     const Buffers buffers = carve(carver, args);
@@ -127,7 +129,6 @@ class Forward {
       detail::forward_kernel<Element, Gate, Index, Tile, false><<<blocks, Tile::kThreads, 0, stream>>>(params);
     }
     HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::forward_kernel"));
-    if (!shape.validate_indices) return Status::success();
     return end_device_checks(buffers.checks, shape.wait_for_device_checks, shape.device_check_report, stream);
   }
 

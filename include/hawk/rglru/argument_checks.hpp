@@ -2,7 +2,7 @@
 //! \file
 //! The host checks of a `ProblemShape` that every RG-LRU operator shares (forward, backward, decode, context
 //! parallel): positive sizes, W divisible by H, a dense batch's T = N·L (without overflowing), T within int32, and
-//! the overlap check of outputs against inputs. No device work.
+//! the state rows a state_index names. No device work. (Overlaps: core/tensor_bytes.hpp.)
 
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +10,7 @@
 
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/status.hpp"
+#include "hawk/core/tensor_bytes.hpp"
 #include "hawk/rglru/arguments.hpp"
 
 namespace hawk {
@@ -39,38 +40,6 @@ inline Status check_problem_shape(const ProblemShape& s) {
                "num_tokens * width is too large to address");
   HAWK_REQUIRE(is_aligned(s.device_check_report, 4), StatusCode::kMisalignedPointer,
                "device_check_report must be 4-byte aligned (an unsigned int)");
-  return Status::success();
-}
-
-//! count · size bytes, saturated at 2^62: a meaningless size never wraps, and pointer + bytes in the overlap
-//! test cannot overflow.
-inline std::size_t saturating_bytes(std::int64_t count, std::size_t size) {
-  constexpr std::size_t kCap = std::size_t{1} << 62;
-  const auto c = static_cast<std::size_t>(count > 0 ? count : 0);
-  return size != 0 && c > kCap / size ? kCap : c * size;
-}
-
-inline std::size_t saturating_bytes(std::int64_t rows, std::int64_t cols, std::size_t size) {
-  return saturating_bytes(rows, saturating_bytes(cols, size));
-}
-
-//! A named byte range of a device tensor, for the overlap checks of outputs against inputs.
-struct TensorBytes {
-  const void* pointer;
-  std::size_t bytes;
-  const char* name;
-};
-
-//! Fails when `output` overlaps `input` (null or empty ranges never overlap). Exact aliases are refused too;
-//! the documented in-place pairs are simply not passed here.
-inline Status check_no_overlap(const TensorBytes& output, const TensorBytes& input) {
-  if (output.pointer == nullptr || input.pointer == nullptr || output.bytes == 0 || input.bytes == 0)
-    return Status::success();
-  const auto o = reinterpret_cast<std::uintptr_t>(output.pointer);
-  const auto i = reinterpret_cast<std::uintptr_t>(input.pointer);
-  HAWK_REQUIRE(!(o < i + input.bytes && i < o + output.bytes), StatusCode::kInvalidArgument,
-               std::string(output.name) + " overlaps " + input.name +
-                   " (outputs may not overlap inputs, except the documented in-place pairs)");
   return Status::success();
 }
 

@@ -321,7 +321,7 @@ class Backward {
   static Status run(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
     const BackwardWorkspaceLayout ws = layout(args);
-    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, ws.total));
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, ws.total, "hawk::rglru::Backward"));
     HAWK_RETURN_IF_ERROR(check_backward_workspace_overlaps(args, workspace, ws.total));
     auto* base = static_cast<unsigned char*>(workspace);
     const ProblemShape& s = args.shape;
@@ -418,7 +418,6 @@ class Backward {
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
 
     // Step 4: the verdict, as the caller asked (the kernels above already obeyed it on the device).
-    if (checks == nullptr) return Status::success();
     return end_device_checks(checks, s.wait_for_device_checks, s.device_check_report, stream);
   }
 

@@ -46,6 +46,8 @@
 #include "hawk/core/cuda_status.hpp"
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/status.hpp"
+#include "hawk/core/tensor_bytes.hpp"
+#include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/backward_dispatch.cuh"
 #include "hawk/rglru/config.cuh"
@@ -65,12 +67,10 @@ enum class Correction : int {
 
 namespace detail {
 
-inline std::size_t round_up_256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 //! Bytes of one [N, W] fp32 state, rounded up to 256; saturated (argument_checks.hpp) so that the workspace-size
 //! functions, which run before any check, never overflow.
 inline std::size_t state_bytes(const ProblemShape& shape) {
-  return round_up_256(saturating_bytes(shape.num_sequences, shape.width, sizeof(float)));
+  return round_up_to_workspace_alignment(saturating_bytes(shape.num_sequences, shape.width, sizeof(float)));
 }
 
 //! `pointer` advanced by `rows` token rows of `width` elements of `dtype` (null stays null).
@@ -108,15 +108,6 @@ inline Status add_in_place(float* out, const float* in, std::int64_t count, cuda
   const std::int64_t blocks = (count + kEarlyExitThreads - 1) / kEarlyExitThreads;
   add_in_place_kernel<kEarlyExitThreads><<<static_cast<unsigned>(blocks), kEarlyExitThreads, 0, stream>>>(out, in, count);
   return cuda_status(cudaGetLastError(), "add_in_place_kernel launch");
-}
-
-inline Status check_workspace(void* workspace, std::size_t bytes, std::size_t need, const char* who) {
-  HAWK_REQUIRE(workspace != nullptr && bytes >= need, StatusCode::kWorkspaceTooSmall,
-               std::string(who) + " needs " + std::to_string(need) + " bytes of workspace, got " +
-                   std::to_string(bytes));
-  HAWK_REQUIRE(is_aligned(workspace, 256), StatusCode::kMisalignedPointer,
-               std::string(who) + ": the workspace must be 256-byte aligned");
-  return Status::success();
 }
 
 inline Status check_tokens(std::int64_t tokens, const char* what) {
@@ -165,7 +156,7 @@ inline std::size_t parameter_gradient_bytes(const BackwardArguments& piece) {
   const std::size_t vector = saturating_bytes(W, sizeof(float));
   const std::size_t fused =
       piece.mode == GateMode::kFused ? 2 * saturating_bytes(W, w, sizeof(float)) + 2 * vector : 0;
-  return round_up_256(fused + vector);
+  return round_up_to_workspace_alignment(fused + vector);
 }
 
 inline ParameterGradients carve_parameter_gradients(const BackwardArguments& piece, void* workspace) {
@@ -234,7 +225,7 @@ Status forward_correct(const ForwardArguments& piece, const float* carry_in, con
                "checkpoint_chunk must be " + std::to_string(kDefaultTimeChunk));
   HAWK_REQUIRE(h_end != nullptr, StatusCode::kNullPointer, "forward_correct needs the zero-carry final state h_end");
   const std::size_t need = forward_correct_workspace_size(piece);
-  HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, need, "forward_correct"));
+  HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, need, "forward_correct"));
   HAWK_RETURN_IF_ERROR(forward_can_implement(piece));
   const std::int64_t W = piece.shape.width, L = piece.shape.seq_len;
   float* state = static_cast<float*>(workspace);
@@ -298,7 +289,7 @@ Status backward_transfer_split(const BackwardArguments& piece, std::int64_t suff
   HAWK_REQUIRE(dh0_zero != nullptr && boundary_dh != nullptr, StatusCode::kNullPointer,
                "backward_transfer_split needs dh0_zero and boundary_dh [N, W]");
   const std::size_t need = backward_split_workspace_size(piece, suffix_tokens);
-  HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, need, "backward_transfer_split"));
+  HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, need, "backward_transfer_split"));
   const std::int64_t L = piece.shape.seq_len;
   const std::int64_t start = detail::suffix_start(L, suffix_tokens);
   const std::size_t grads = detail::parameter_gradient_bytes(piece);
@@ -331,7 +322,7 @@ Status backward_correct(const BackwardArguments& piece, const float* dh_final, s
   HAWK_RETURN_IF_ERROR(detail::check_piece_shape(piece.shape, piece.state_index));
   HAWK_RETURN_IF_ERROR(detail::check_tokens(suffix_tokens, "suffix_tokens"));
   const std::size_t need = backward_split_workspace_size(piece, suffix_tokens);
-  HAWK_RETURN_IF_ERROR(detail::check_workspace(workspace, workspace_bytes, need, "backward_correct"));
+  HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, need, "backward_correct"));
   const std::int64_t L = piece.shape.seq_len, W = piece.shape.width;
   const std::int64_t start = detail::suffix_start(L, suffix_tokens);
   const std::size_t grads = detail::parameter_gradient_bytes(piece);

@@ -13,7 +13,9 @@
 #include <string>
 
 #include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/decode_step_kernel.cuh"
@@ -52,7 +54,7 @@ class DecodeStep {
   //! Check on the host, launch the device checks (if asked) and the kernel; as Forward<Config>::run.
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args)));
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::DecodeStep"));
     unsigned int* checks = nullptr;
     HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
     const ForwardParams<Element> params = Forward<Config>::make_params(args, checks);
@@ -64,7 +66,7 @@ class DecodeStep {
     const auto ctas = static_cast<unsigned int>(groups * params.width_tiles);
     kernel<<<ctas, Config::kThreads, kShared, stream>>>(params, args.shape.num_sequences);
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::decode_step_kernel"));
-    return Forward<Config>::finish_device_checks(args, checks, stream);
+    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
   }
 };
 

@@ -17,9 +17,11 @@
 #include <string>
 
 #include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
 #include "hawk/rglru/argument_checks.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/config.cuh"
@@ -188,7 +190,7 @@ class Forward {
   //! shape.wait_for_device_checks asks for the device checks' verdict (core/device_checks.cuh).
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args)));
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::Forward"));
     unsigned int* checks = nullptr;
     HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
     const ForwardParams<Element> params = make_params(args, checks);
@@ -198,12 +200,6 @@ class Forward {
     const auto ctas = static_cast<unsigned int>(args.shape.num_sequences * params.width_tiles);
     kernel<<<ctas, Config::kKernelThreads, Config::kSharedBytes, stream>>>(params);
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::forward_kernel"));
-    return finish_device_checks(args, checks, stream);
-  }
-
-  //! Step 4 of the device-check protocol: the verdict to the caller as asked. Shared with DecodeStep<Config>.
-  static Status finish_device_checks(const ForwardArguments& args, const unsigned int* checks, cudaStream_t stream) {
-    if (checks == nullptr) return Status::success();
     return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
   }
 

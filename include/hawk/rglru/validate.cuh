@@ -21,17 +21,11 @@
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
 
 namespace hawk {
 namespace rglru {
-
-//! Alignment of every workspace region of the RG-LRU operators (cudaMalloc returns at least this).
-constexpr std::size_t kWorkspaceAlignment = 256;
-
-inline constexpr std::size_t round_up_to_workspace_alignment(std::size_t bytes) {
-  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
-}
 
 //! Where the device checks live in an operator's workspace, and how many bytes they take (0: no checks).
 struct DeviceCheckLayout {
@@ -58,19 +52,6 @@ struct DeviceCheckLayout {
 //! True when `run` will check device inputs for this shape.
 inline bool needs_device_validation(const ProblemShape& shape, const std::int32_t* state_index) {
   return DeviceCheckLayout::of(shape, state_index).enabled;
-}
-
-//! The host checks of the caller's workspace, shared by every RG-LRU operator.
-inline Status check_workspace(const void* workspace, std::size_t workspace_bytes, std::size_t needed) {
-  if (needed == 0) return Status::success();
-  HAWK_REQUIRE(workspace != nullptr, StatusCode::kNullPointer,
-               "workspace is null but the call needs workspace_size(args) = " + std::to_string(needed) + " bytes");
-  HAWK_REQUIRE(workspace_bytes >= needed, StatusCode::kWorkspaceTooSmall,
-               "workspace holds " + std::to_string(workspace_bytes) + " bytes but the call needs workspace_size(args) = " +
-                   std::to_string(needed));
-  HAWK_REQUIRE(is_aligned(workspace, kWorkspaceAlignment), StatusCode::kMisalignedPointer,
-               "workspace must be 256-byte aligned (as cudaMalloc returns it)");
-  return Status::success();
 }
 
 #if defined(__CUDACC__)

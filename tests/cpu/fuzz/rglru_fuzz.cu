@@ -375,7 +375,7 @@ void piece_shape(Ctx& c, Rng& rng) {
 //! Workspace corruptions of the calls that take one.
 template <class Ctx>
 void add_workspace_corruptions(std::vector<Corruption<Ctx>>& out) {
-  out.push_back(corruption<Ctx>("workspace null", StatusCode::kWorkspaceTooSmall, [](Ctx& c, Rng&, Expectation&) {
+  out.push_back(corruption<Ctx>("workspace null", StatusCode::kNullPointer, [](Ctx& c, Rng&, Expectation&) {
     c.workspace = nullptr;
     return true;
   }));

@@ -478,7 +478,7 @@ TEST_CASE("bad backward input returns its status code and writes nothing (defaul
           StatusCode::kUnsupportedConfiguration);
     CHECK(Op::run(good, hawk_test::raw(workspace), workspace.size() - 1, nullptr).code() ==
           StatusCode::kWorkspaceTooSmall);
-    CHECK(hawk::rglru::backward(good, nullptr, 0, nullptr).code() == StatusCode::kNullPointer);
+    CHECK(hawk::rglru::backward(good, nullptr, 0, nullptr).code() == StatusCode::kWorkspaceTooSmall);
     thrust::device_vector<unsigned char> larger(workspace.size() + 256);
     CHECK(Op::run(good, hawk_test::raw(larger) + 16, larger.size() - 16, nullptr).code() ==
           StatusCode::kMisalignedPointer);
