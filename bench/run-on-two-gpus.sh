@@ -4,7 +4,8 @@
 #   GPU 0: the whole ctest suite, then every benchmark (bench/run-on-gpu.sh --skip-tests);
 #   GPU 1: the PyTorch pytest suite, then compute-sanitizer over the GPU suites until DEADLINE seconds after the
 #          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
-#          HAWK_SANITIZE_FILTER, a regular expression the test case names must match).
+#          HAWK_SANITIZE_FILTER, a regular expression the test case names must match); once GPU 0 has finished the
+#          benchmarks, the sanitizer's processes spread over both GPUs.
 # Everything it prints goes to OUTDIR (logs, JSON); a short summary goes to stdout.
 #
 #   bench/run-on-two-gpus.sh OUTDIR [DEADLINE_SECONDS (default 540)]
@@ -53,10 +54,12 @@ echo "build: $(( $(date +%s) - t0 )) s"
   timeout $(( $(left) - 10 )) bash bench/run-on-gpu.sh "$out/bench" --skip-tests --bench-filter 'bench_' \
     > "$out/bench.log" 2>&1
   echo "bench rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
+  echo "1,0" > "$out/sanitize-gpus"  # GPU 0 is free: the sanitizer may use it too
 ) &
 gpu0=$!
 
 # GPU 1: pytest, then the sanitizer until the deadline.
+echo "1" > "$out/sanitize-gpus"
 (
   export CUDA_VISIBLE_DEVICES=1
   wait $torch_build
@@ -78,7 +81,7 @@ gpu0=$!
   tools=(); for tool in ${HAWK_SANITIZE_TOOLS:-memcheck initcheck synccheck racecheck}; do tools+=(--tool "$tool"); done
   filter=(); [ -n "${HAWK_SANITIZE_FILTER:-}" ] && filter=(--filter "$HAWK_SANITIZE_FILTER")
   timeout $(( $(left) - 5 )) python3 tests/run_sanitizer.py "${tools[@]}" "${filter[@]}" --jobs "${HAWK_SANITIZE_JOBS:-8}" \
-    --timeout 240 --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1
+    --gpus-file "$out/sanitize-gpus" --timeout 240 --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1
   echo "sanitizer rc $?" > "$out/sanitize.summary"
   grep -c "^clean" "$out/sanitize.log" >> "$out/sanitize.summary"
   grep -E "^FAILED|^sanitizer:" "$out/sanitize.log" | head -n 30 >> "$out/sanitize.summary"
