@@ -75,8 +75,11 @@ TEST_CASE("forward: bad shapes, null, misaligned or overlapping pointers return 
 
 TEST_CASE("forward: idx out of range is found on the device, delivered in every mode, and nothing is written",
           "[gate_residual][gpu][bad_input]") {
+  // Under compute-sanitizer (HAWK_SANITIZE) the middle row is left out: 18 fixtures instead of 27.
+  const std::vector<std::int64_t> rows = gr_test::sanitizing() ? std::vector<std::int64_t>{0, 256}
+                                                                : std::vector<std::int64_t>{0, 128, 256};
   for (std::int64_t bad : {std::int64_t{9}, std::int64_t{-1}, std::int64_t{1} << 40}) {
-    for (std::int64_t row : {std::int64_t{0}, std::int64_t{128}, std::int64_t{256}}) {
+    for (std::int64_t row : rows) {
       for (gr::IndexLayout layout :
            {gr::IndexLayout::kArbitrary, gr::IndexLayout::kUniform, gr::IndexLayout::kContiguousSegments}) {
         Fixture f;

@@ -109,7 +109,10 @@ std::size_t count_differing(const Bytes& a, const Bytes& b, const std::vector<st
 
 TEST_CASE("every row's output and row gradient are the same alone as in batches of 64, 257 and 2048 samples",
           "[gate_residual][gpu][invariance]") {
-  for (std::int64_t batch : {64, 257, 2048}) {
+  // Under compute-sanitizer every row of the 2048-sample batch run alone (6144 launches) takes minutes.
+  const std::vector<std::int64_t> batches = gr_test::sanitizing() ? std::vector<std::int64_t>{64, 257}
+                                                                   : std::vector<std::int64_t>{64, 257, 2048};
+  for (std::int64_t batch : batches) {
     const std::int64_t rows = 3 * batch;  // three modality rows per sample, as in the seed
     Pool pool(rows, 3072, batch);
     RowOutputs in_batch(pool), alone(pool);
