@@ -8,6 +8,14 @@
 //! below are the second line, for callers of torch.ops.hawk.* directly; a hawk::Status failure becomes a
 //! RuntimeError carrying the library's message.
 //!
+//! Host cost. An eager hawk_torch.rglru or gate_residual call reaches these functions below the Autograd key
+//! (through its own lean autograd.Function), so no Python autograd kernel runs per call. Here: no
+//! synchronisation outside sync mode, no per-call device query, and no allocation that is neither returned nor
+//! workspace (a call without device checks allocates no workspace). What remains inside the library (include/,
+//! not changed here): can_implement's cudaGetDevice + cudaDeviceGetAttribute (shared memory opt-in) and a
+//! cudaFuncSetAttribute before each kernel that needs more than 48 KB of shared memory, runtime calls that do no
+//! device work (the --profile mode of bench/compare_torch.py lists them with their CPU time).
+//!
 //! Device checks (hawk/core/device_checks.cuh: cu_seqlens, state_index, idx and idx's declared layout live on
 //! the device) never synchronise here. Every validating call passes the device's sticky report word
 //! (`device_check_report`, one word of mapped pinned host memory per device, allocated on the first call
@@ -78,13 +86,15 @@ void throw_if_failed(const hawk::Status& status, const char* what) {
   TORCH_CHECK(status.ok(), what, ": ", status.to_string());
 }
 
-//! Workspace from the caching allocator (null for 0 bytes). The tensor must outlive the asynchronous launch;
-//! the caching allocator's stream semantics make returning it to the pool at scope end safe.
+//! Workspace from the caching allocator. The tensor must outlive the asynchronous launch; the caching
+//! allocator's stream semantics make returning it to the pool at scope end safe. A call that needs none (no
+//! device checks) gets an undefined tensor: no allocator or dispatcher round trip for nothing.
 Tensor workspace_for(std::size_t bytes, const Tensor& like) {
+  if (bytes == 0) return Tensor();
   return at::empty({static_cast<std::int64_t>(bytes)}, like.options().dtype(at::kByte));
 }
 
-void* pointer_or_null(const Tensor& t) { return t.numel() > 0 ? t.data_ptr() : nullptr; }
+void* pointer_or_null(const Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // device checks: the per-device sticky report word, sync mode
@@ -310,8 +320,8 @@ void fill_gate_pointers(Arguments& a, const GateInputs& g) {
   a.reset = g.reset.defined() ? static_cast<const std::uint8_t*>(g.reset.data_ptr()) : nullptr;
 }
 
-//! The forward; with `want_decay` also the product of a_bar over each sequence ([N, W] fp32, else empty), which
-//! with h0 = 0 makes (decay, h_final) the sequence's transfer pair (context parallelism, fast mode).
+//! The forward; with `want_decay` also the product of a_bar over each sequence ([N, W] fp32, else undefined),
+//! which with h0 = 0 makes (decay, h_final) the sequence's transfer pair (context parallelism, fast mode).
 std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_impl(
     const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa, const OptTensor& ba,
     const OptTensor& gx, const OptTensor& ga, const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
@@ -342,7 +352,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_impl(
   const std::int64_t chunk = rglru_default_time_chunk();
   Tensor checkpoints = at::empty({save_checkpoints ? hawk::rglru::checkpoint_rows(a.shape.num_tokens, N, chunk) : 0, W},
                                  x.options().dtype(at::kFloat));
-  Tensor decay = at::empty({want_decay ? N : 0, W}, x.options().dtype(at::kFloat));
+  // Only rglru_forward_decay returns the decay; rglru_forward drops it, so it is not even allocated there.
+  Tensor decay = want_decay ? at::empty({N, W}, x.options().dtype(at::kFloat)) : Tensor();
   a.y = y.data_ptr();
   a.h_final = h_final.data_ptr<float>();
   if (want_decay) a.decay = decay.data_ptr<float>();
