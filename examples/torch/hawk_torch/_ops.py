@@ -86,7 +86,7 @@ def _fail(where: str, message: str, kind=ValueError):
 def _check_tensor(where: str, name: str, t, device: Optional[torch.device] = None, contiguous: bool = True):
     if not isinstance(t, Tensor):
         _fail(where, f"{name} must be a torch.Tensor, got {type(t).__name__}", TypeError)
-    if t.device.type != "cuda":
+    if not t.is_cuda:  # a property read; t.device would build a torch.device per check
         _fail(where, f"{name} must be on a CUDA device, got {t.device}")
     if device is not None and t.device != device:
         _fail(where, f"{name} is on {t.device} but x is on {device}")
@@ -117,6 +117,16 @@ def _contiguous_in(t: Tensor, dtype: torch.dtype) -> Tensor:
     if t.dtype == dtype and t.is_contiguous():
         return t
     return t.to(dtype).contiguous()
+
+
+def _in_dtype(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """``t.to(dtype)``, skipping the dispatcher when t already is in dtype (to() would return t itself)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def _shaped_like(t: Tensor, like: Tensor) -> Tensor:
+    """``t.view(like.shape)``, skipping the dispatcher when the shapes already agree (the common case)."""
+    return t if t.shape == like.shape else t.view(like.shape)
 
 
 def _as_float32(t: Optional[Tensor]) -> Optional[Tensor]:
@@ -370,13 +380,13 @@ def _rglru_backward(ctx, dy, dh_final, _dcheckpoints=None):
     fused = Wx is not None
     return (
         dx,
-        dWx.to(ctx.weight_dtypes[0]) if fused else None,
-        dbx.view(bx.shape) if fused else None,
-        dWa.to(ctx.weight_dtypes[1]) if fused else None,
-        dba.view(ba.shape) if fused else None,
+        _in_dtype(dWx, ctx.weight_dtypes[0]) if fused else None,
+        _shaped_like(dbx, bx) if fused else None,
+        _in_dtype(dWa, ctx.weight_dtypes[1]) if fused else None,
+        _shaped_like(dba, ba) if fused else None,
         None if fused else dgx,
         None if fused else dga,
-        da_param.view(a_param.shape),
+        _shaped_like(da_param, a_param),
         None,  # reset
         dh0 if want_dh0 else None,
         None, None, None, None, None,
@@ -425,7 +435,7 @@ def _gate_residual_backward(ctx, dout):
     dy, dgate = _backward_op("hawk_torch.gate_residual", _GATE_RESIDUAL_BACKWARD, dout, y, gate, idx,
                              ctx.layout, ctx.rows_per_group, ctx.validate)
     # d residual = d out: no copy.
-    return dout, dy, dgate.to(gate.dtype), None, None, None, None
+    return dout, dy, _in_dtype(dgate, gate.dtype), None, None, None, None
 
 
 torch.library.register_autograd("hawk::gate_residual_forward", _gate_residual_backward,
