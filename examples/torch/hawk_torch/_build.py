@@ -93,7 +93,7 @@ def _no_device_message(how_built: str, arch_list: str) -> str:
         why = (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device"
                + ("" if visible is None else f" (CUDA_VISIBLE_DEVICES={visible!r})"))
     return (f"hawk_torch: no CUDA device is visible: {why}. hawk's operators run only on NVIDIA GPUs; the operator "
-            f"library {how_built} is for CUDA architectures {arch_list}.")
+            f"library ({how_built}) is for CUDA architectures {arch_list}.")
 
 
 def _check_devices(how_built: str, arch_list: str) -> None:
@@ -178,7 +178,7 @@ def load_library() -> BuildInfo:
     else:
         devices = _visible_devices()
         arch_list, source = _buildconf.resolve_arch_list(os.environ, [cap for _, _, cap in devices])
-        _check_devices("that the JIT build compiles", arch_list)
+        _check_devices(f"JIT build, architectures from {source}", arch_list)
         library_path = _jit_build(arch_list)  # first: it says clearly when there is no checkout to build from
         version = _buildconf.cmake_project_version(_REPO / "CMakeLists.txt")
         info = BuildInfo(version, "jit", library_path, arch_list, source, torch.__version__)

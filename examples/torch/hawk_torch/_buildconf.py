@@ -86,7 +86,7 @@ def resolve_arch_list(environ: Mapping[str, str], capabilities: Sequence[Tuple[i
     """The architecture list to build for and where it came from (see the module docstring for the order).
 
     ``capabilities``: the (major, minor) of each visible GPU. Returns (list, source), e.g. ("9.0+PTX", "the visible
-    GPU") or (DEFAULT_ARCH_LIST, "the default list (no GPU visible)")."""
+    GPU") or (DEFAULT_ARCH_LIST, "the default list, as no GPU is visible")."""
     for name in ("TORCH_CUDA_ARCH_LIST", "HAWK_TORCH_ARCH"):
         value = environ.get(name, "").strip()
         if value:
@@ -96,7 +96,7 @@ def resolve_arch_list(environ: Mapping[str, str], capabilities: Sequence[Tuple[i
         found = sorted(set((int(major), int(minor)) for major, minor in capabilities))
         archs = [Arch(major, minor, i == len(found) - 1) for i, (major, minor) in enumerate(found)]
         return format_arch_list(archs), "the visible GPU" + ("s" if len(found) > 1 else "")
-    return DEFAULT_ARCH_LIST, "the default list (no GPU visible)"
+    return DEFAULT_ARCH_LIST, "the default list, as no GPU is visible"
 
 
 def runs_on(archs: Sequence[Arch], capability: Tuple[int, int]) -> bool:
@@ -121,7 +121,7 @@ def unsupported_devices_message(archs: Sequence[Arch], devices: Sequence[Tuple[i
         return None
     listed = ", ".join(f"cuda:{index} {name} (compute capability {cap[0]}.{cap[1]})" for index, name, cap in bad)
     wanted = ";".join(sorted({f"{cap[0]}.{cap[1]}" for _, _, cap in bad}))
-    return (f"hawk_torch: the operator library {how_built} was built for CUDA architectures "
+    return (f"hawk_torch: the operator library ({how_built}) holds code for CUDA architectures "
             f"{format_arch_list(archs)}, which cannot run on {listed}. Rebuild it for this GPU, e.g. "
             f"TORCH_CUDA_ARCH_LIST=\"{wanted}\" pip install --no-build-isolation --force-reinstall "
             f"./examples/torch (or hide the GPU with CUDA_VISIBLE_DEVICES)")
