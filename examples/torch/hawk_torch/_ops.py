@@ -1,25 +1,18 @@
-"""The Python face of the ``hawk::`` operators: argument checks, fake (meta) implementations, autograd.
+"""The Python face of the ``hawk::`` operators: argument checks, fake (meta) implementations.
 
-The C++ library (csrc/ops.cpp) defines the operators and their CUDA implementations. This module
+The C++ library (csrc/ops.cpp) defines the operators, their CUDA implementations and their autograd formulas.
+This module
 
 * registers a fake implementation for each, so that ``torch.compile(fullgraph=True)`` traces through them;
-* registers autograd formulas for the forward operators (the RG-LRU saves x, the parameters and its fp32
-  chunk checkpoints, not h: the backward recomputes h inside each chunk); the backward operators are not
-  differentiable, and a double backward through them raises instead of silently dropping terms;
 * offers the functional entry points ``rglru``, ``rglru_decode_`` and ``gate_residual``, which check shapes,
   dtypes, devices and contiguity and raise clear Python errors before anything reaches a kernel;
 * offers the device-check controls ``check_device_errors``, ``set_sync_checks`` and ``sync_checks_enabled``.
 
-Host cost. The autograd formulas registered on the operators (``torch.library.register_autograd``) are what
-``torch.compile``, ``opcheck`` and direct callers of ``torch.ops.hawk.*`` use; called eagerly they cost a Python
-autograd kernel per call (the dispatcher boxes every argument into Python and back). The functional entry points
-therefore take a lean eager path when nothing is tracing them: a plain ``torch.autograd.Function`` (no
-``setup_context``, so ``apply`` binds no signature) whose forward and backward call the operators below the
-Autograd key, straight into the CUDA implementation, with the same backward formula (``_rglru_backward``,
-``_gate_residual_backward``) and therefore the same bits. The fused forward also rounds fp32 master weights to
-x's dtype once and keeps the rounded copy for the backward instead of rounding them again there; and undefined
-output gradients (an unused ``h_final``, the checkpoints) stay undefined instead of being materialised as
-zeros. Outside sync mode (below), nothing in an eager call synchronises the host.
+Host cost. The autograd formulas are registered in C++ (csrc/ops.cpp), so an eager call runs no Python past the
+checks of its entry point: no Python autograd kernel boxing every argument, and a backward that runs on the
+autograd engine's thread without the GIL. The fused forward rounds fp32 master weights to x's dtype once and keeps
+the rounded copy for the backward; an output nobody differentiates (an unused ``h_final``, the checkpoints) gets no
+zero-filled gradient. Outside sync mode (below), nothing in an eager call synchronises the host.
 
 Device checks. What only the device can check (``cu_seqlens``, ``state_index``, gate-residual ``idx`` and its
 declared layout) is checked by small kernels on the call's stream, without a host synchronisation, also inside
@@ -54,9 +47,7 @@ _ops = torch.ops.hawk
 
 # The overloads themselves: calling them skips the packet's overload resolution (host cost per call).
 _RGLRU_FORWARD = _ops.rglru_forward.default
-_RGLRU_BACKWARD = _ops.rglru_backward.default
 _GATE_RESIDUAL_FORWARD = _ops.gate_residual_forward.default
-_GATE_RESIDUAL_BACKWARD = _ops.gate_residual_backward.default
 
 #: reset modes of hawk::rglru::ResetMode (the operators take them as int)
 RESET_NONE, RESET_SEQUENCE_START, RESET_FLAGS = 0, 1, 2
@@ -117,16 +108,6 @@ def _contiguous_in(t: Tensor, dtype: torch.dtype) -> Tensor:
     if t.dtype == dtype and t.is_contiguous():
         return t
     return t.to(dtype).contiguous()
-
-
-def _in_dtype(t: Tensor, dtype: torch.dtype) -> Tensor:
-    """``t.to(dtype)``, skipping the dispatcher when t already is in dtype (to() would return t itself)."""
-    return t if t.dtype == dtype else t.to(dtype)
-
-
-def _shaped_like(t: Tensor, like: Tensor) -> Tensor:
-    """``t.view(like.shape)``, skipping the dispatcher when the shapes already agree (the common case)."""
-    return t if t.shape == like.shape else t.view(like.shape)
 
 
 def _as_float32(t: Optional[Tensor]) -> Optional[Tensor]:
@@ -296,162 +277,11 @@ def _gate_residual_backward_fake(dout, y, gate, idx, layout, rows_per_group, val
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# autograd
+# autograd: registered in C++ (csrc/ops.cpp, the Autograd key), so that an eager call runs no Python autograd
+# kernel and its backward no Python at all. The forward operators' formulas save x, the parameters (fp32 master
+# weights rounded once to x's dtype) and the fp32 chunk checkpoints, not h; the backward operators raise on a
+# second derivative ("double backward ... is not supported") instead of silently dropping terms.
 # ---------------------------------------------------------------------------------------------------------------
-
-
-class _NotTwiceDifferentiable(torch.autograd.Function):
-    """Runs a hawk backward operator while autograd records the backward (``create_graph=True``): its results
-    then carry a node whose own backward raises, so that a double backward fails loudly instead of silently
-    missing the second-order terms through hawk's kernels. Only used when grad mode is on inside the backward;
-    the ordinary backward calls the operator directly (no overhead)."""
-
-    @staticmethod
-    def forward(ctx, what, op, *args):
-        ctx.what = what
-        return op(*args)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError(
-            f"hawk_torch: double backward through {ctx.what} is not supported: hawk's backward kernels are not "
-            "differentiable, so a second derivative through them would silently miss terms. Differentiate "
-            f"{ctx.what} once (create_graph=False), or use a differentiable reference implementation where "
-            "second derivatives are needed.")
-
-
-def _below_autograd(op, *args):
-    """``op(*args)`` dispatched past the Autograd key, straight into the CUDA implementation: for calls whose
-    autograd is handled by the caller (the eager Functions below) or that need none (no input requires grad, or
-    a backward operator in an ordinary backward)."""
-    with torch._C._AutoDispatchBelowAutograd():
-        return op(*args)
-
-
-def _eager() -> bool:
-    """Whether an entry point may take the lean eager path (module docstring: host cost). Not while dynamo
-    traces (the graph must hold the operators, with their registered formulas and fake implementations), nor
-    under functorch transforms (vmap, grad), which need the registered formulas too."""
-    return not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active()
-
-
-def _backward_op(what: str, op, *args):
-    """``op(*args)``; differentiable only into an error when the backward itself is being recorded."""
-    if torch.is_grad_enabled():  # create_graph=True (autograd turns grad mode off in an ordinary backward)
-        return _NotTwiceDifferentiable.apply(what, op, *args)
-    return _below_autograd(op, *args)
-
-
-def _save_rglru_context(ctx, operands, checkpoints, num_blocks, reset_mode, save_checkpoints, validate,
-                        weight_dtypes):
-    """What _rglru_backward needs, for both autograd paths. ``operands`` are the forward operator's tensor
-    inputs as it received them (Wx, Wa possibly already rounded to x's dtype); ``weight_dtypes`` the dtypes of
-    the caller's Wx and Wa, which their gradients come back in."""
-    ctx.save_for_backward(*operands, checkpoints)
-    ctx.num_blocks = num_blocks
-    ctx.reset_mode = reset_mode
-    ctx.saved_checkpoints = save_checkpoints
-    ctx.validate = validate
-    ctx.weight_dtypes = weight_dtypes
-    # An output nobody differentiates (h_final, the checkpoints) gets None, not a zero tensor to fill and read:
-    # the backward operator treats a missing dh_final as zero.
-    ctx.set_materialize_grads(False)
-
-
-def _rglru_setup_context(ctx, inputs, output):
-    (x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode, save_checkpoints,
-     validate) = inputs
-    _, _, checkpoints = output
-    _save_rglru_context(ctx, (x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens), checkpoints, num_blocks,
-                        reset_mode, save_checkpoints, validate, None if Wx is None else (Wx.dtype, Wa.dtype))
-
-
-def _rglru_backward(ctx, dy, dh_final, _dcheckpoints=None):
-    if not ctx.saved_checkpoints:
-        raise RuntimeError("hawk::rglru_forward ran with save_checkpoints=False, so it has no backward; "
-                           "call hawk_torch.rglru (which saves them whenever a gradient is needed)")
-    x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints = ctx.saved_tensors
-    dy = torch.zeros_like(x) if dy is None else _contiguous_in(dy, x.dtype)
-    dh_final = _as_float32(dh_final)
-    want_dh0 = h0 is not None and ctx.needs_input_grad[9]
-    dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0 = _backward_op(
-        "hawk_torch.rglru", _RGLRU_BACKWARD, x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens,
-        checkpoints, dy, dh_final, ctx.num_blocks, ctx.reset_mode, want_dh0, ctx.validate)
-    fused = Wx is not None
-    return (
-        dx,
-        _in_dtype(dWx, ctx.weight_dtypes[0]) if fused else None,
-        _shaped_like(dbx, bx) if fused else None,
-        _in_dtype(dWa, ctx.weight_dtypes[1]) if fused else None,
-        _shaped_like(dba, ba) if fused else None,
-        None if fused else dgx,
-        None if fused else dga,
-        _shaped_like(da_param, a_param),
-        None,  # reset
-        dh0 if want_dh0 else None,
-        None, None, None, None, None,
-    )
-
-
-torch.library.register_autograd("hawk::rglru_forward", _rglru_backward, setup_context=_rglru_setup_context)
-
-
-class _RGLRUEager(torch.autograd.Function):
-    """hawk_torch.rglru's autograd when nothing traces it. Its inputs are the forward operator's, in the same
-    order, so that _rglru_backward (the registered formula) serves it unchanged."""
-
-    @staticmethod
-    def forward(ctx, x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
-                save_checkpoints, validate):
-        weight_dtypes = None
-        if Wx is not None:
-            # The rounding the operator would do inside (the same aten op, so the same bits), done once per
-            # step: the backward gets the rounded copy instead of rounding the master weights again.
-            weight_dtypes = (Wx.dtype, Wa.dtype)
-            Wx, Wa = _contiguous_in(Wx, x.dtype), _contiguous_in(Wa, x.dtype)
-        operands = (x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens)
-        y, h_final, checkpoints = _below_autograd(_RGLRU_FORWARD, *operands, num_blocks, reset_mode,
-                                                  save_checkpoints, validate)
-        _save_rglru_context(ctx, operands, checkpoints, num_blocks, reset_mode, save_checkpoints, validate,
-                            weight_dtypes)
-        return y, h_final
-
-    backward = staticmethod(_rglru_backward)
-
-
-def _save_gate_residual_context(ctx, y, gate, idx, layout, rows_per_group, validate):
-    ctx.save_for_backward(y, gate, idx)
-    ctx.layout, ctx.rows_per_group, ctx.validate = layout, rows_per_group, validate
-
-
-def _gate_residual_setup_context(ctx, inputs, output):
-    residual, y, gate, idx, layout, rows_per_group, validate = inputs
-    _save_gate_residual_context(ctx, y, gate, idx, layout, rows_per_group, validate)
-
-
-def _gate_residual_backward(ctx, dout):
-    y, gate, idx = ctx.saved_tensors
-    dout = _contiguous_in(dout, y.dtype)
-    dy, dgate = _backward_op("hawk_torch.gate_residual", _GATE_RESIDUAL_BACKWARD, dout, y, gate, idx,
-                             ctx.layout, ctx.rows_per_group, ctx.validate)
-    # d residual = d out: no copy.
-    return dout, dy, _in_dtype(dgate, gate.dtype), None, None, None, None
-
-
-torch.library.register_autograd("hawk::gate_residual_forward", _gate_residual_backward,
-                                setup_context=_gate_residual_setup_context)
-
-
-class _GateResidualEager(torch.autograd.Function):
-    """hawk_torch.gate_residual's autograd when nothing traces it (inputs: the forward operator's)."""
-
-    @staticmethod
-    def forward(ctx, residual, y, gate, idx, layout, rows_per_group, validate):
-        out = _below_autograd(_GATE_RESIDUAL_FORWARD, residual, y, gate, idx, layout, rows_per_group, validate)
-        _save_gate_residual_context(ctx, y, gate, idx, layout, rows_per_group, validate)
-        return out
-
-    backward = staticmethod(_gate_residual_backward)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -568,12 +398,7 @@ def rglru(
     args = (x, Wx, bx, Wa, ba, gx, ga, a_param, flags, h0, cu_seqlens, num_blocks, reset_mode)
     inputs = (x, Wx, bx, Wa, ba, gx, ga, a_param, h0)
     save = torch.is_grad_enabled() and any(v is not None and v.requires_grad for v in inputs)
-    if not _eager():
-        y, h_final, _ = _ops.rglru_forward(*args, save, validate)
-    elif save:
-        y, h_final = _RGLRUEager.apply(*args, True, validate)
-    else:
-        y, h_final, _ = _below_autograd(_RGLRU_FORWARD, *args, False, validate)
+    y, h_final, _ = _RGLRU_FORWARD(*args, save, validate)
     return y, h_final
 
 
@@ -695,10 +520,4 @@ def gate_residual(
         rows_per_group = 0
     args = (residual.reshape(rows, dim), y.reshape(rows, dim), gate, idx, _LAYOUTS[layout], int(rows_per_group),
             validate)
-    if not _eager():
-        out = _ops.gate_residual_forward(*args)
-    elif torch.is_grad_enabled() and (residual.requires_grad or y.requires_grad or gate.requires_grad):
-        out = _GateResidualEager.apply(*args)
-    else:
-        out = _below_autograd(_GATE_RESIDUAL_FORWARD, *args)
-    return out.view(residual.shape)
+    return _GATE_RESIDUAL_FORWARD(*args).view(residual.shape)

@@ -1,6 +1,7 @@
-"""The lean eager path of hawk_torch.rglru and gate_residual (hawk_torch/_ops.py, "Host cost"): it gives bitwise
-what the operators' registered autograd formulas give (the path torch.compile and direct callers of
-torch.ops.hawk.* take), it really is the path eager calls take, and an eager forward + backward, device checks
+"""The C++ autograd formulas of hawk::rglru_forward and hawk::gate_residual_forward (csrc/ops.cpp), which keep the
+host cost of an eager call low: they are what an eager hawk_torch call records, their gradients are bitwise what
+the backward operators compute from the same inputs (weights rounded once, dtypes and shapes of the caller's
+parameters, no zero-filled gradient for an unused output), and an eager forward + backward, device checks
 included, never synchronises the host."""
 
 from __future__ import annotations
@@ -8,96 +9,97 @@ from __future__ import annotations
 import pytest
 import torch
 
-if not torch.cuda.is_available():  # before importing hawk_torch, which needs a GPU
-    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+from support import skip_module_without_cuda
+
+skip_module_without_cuda()  # before importing hawk_torch, which needs a GPU
 
 import hawk_torch  # noqa: E402
-from hawk_torch import _ops  # noqa: E402
 from support import fused_parameters, uniform  # noqa: E402
 
-
-def _registered_path(monkeypatch):
-    """Makes the entry points call the operators as torch.compile's graphs do (registered formulas)."""
-    monkeypatch.setattr(_ops, "_eager", lambda: False)
+RESET_SEQUENCE_START, RESET_NONE = 1, 0
 
 
-def _rglru_step(x, params, gates, h0, use_h_final, dy, dh):
-    """Outputs and every gradient of one forward + backward on fresh leaves."""
-    leaves = [t.detach().clone().requires_grad_(True) for t in (x, *params, *gates.values())]
-    h0_leaf = None if h0 is None else h0.detach().clone().requires_grad_(True)
-    xl, rest = leaves[0], leaves[1:]
-    named = dict(zip(gates, rest[len(params):]))
-    y, h = hawk_torch.rglru(xl, *rest[:len(params)], **named, h0=h0_leaf)
-    loss = (y.float() * dy.float()).sum() + ((h * dh).sum() if use_h_final else 0.0)
-    wrt = leaves + ([h0_leaf] if h0_leaf is not None else [])
-    return [y, h, *torch.autograd.grad(loss, wrt)], y.grad_fn
+def _leaves(*tensors):
+    return [t.detach().clone().requires_grad_(True) for t in tensors]
 
 
 @pytest.mark.parametrize("mode", ["fused fp32 master weights", "fused bf16 weights", "gate_logits"])
 @pytest.mark.parametrize("use_h_final", [False, True], ids=["h_final unused", "h_final used"])
 @pytest.mark.parametrize("with_h0", [False, True], ids=["no h0", "h0"])
-def test_rglru_eager_path_equals_the_registered_formula(monkeypatch, seed, mode, use_h_final, with_h0):
+def test_rglru_gradients_are_the_backward_operators(seed, mode, use_h_final, with_h0):
     B, L, W, H, dtype = 2, 150, 256, 2, torch.bfloat16
     x, dy, dh = uniform((B, L, W), dtype), uniform((B, L, W), dtype), uniform((B, W))
     h0 = uniform((B, W)) if with_h0 else None
-    if mode == "gate_logits":
-        params = [fused_parameters(W, H)[0]]
-        gates = dict(gx=uniform((B, L, W), dtype, -2, 2), ga=uniform((B, L, W), dtype, -2, 2))
-    else:
-        a_param, Wx, bx, Wa, ba = fused_parameters(W, H)
-        if mode == "fused bf16 weights":
-            Wx, Wa = Wx.to(dtype), Wa.to(dtype)
-        params, gates = [a_param, Wx, bx, Wa, ba], {}
+    a_param, Wx, bx, Wa, ba = fused_parameters(W, H)
+    if mode == "fused bf16 weights":
+        Wx, Wa = Wx.to(dtype), Wa.to(dtype)
+    gx, ga = uniform((B, L, W), dtype, -2, 2), uniform((B, L, W), dtype, -2, 2)
+    fused = mode != "gate_logits"
 
-    eager, eager_node = _rglru_step(x, params, gates, h0, use_h_final, dy, dh)
-    assert type(eager_node).__name__ == "_RGLRUEagerBackward"  # the eager path was taken
-    _registered_path(monkeypatch)
-    registered, registered_node = _rglru_step(x, params, gates, h0, use_h_final, dy, dh)
-    assert type(registered_node).__name__ != "_RGLRUEagerBackward"
-    assert len(eager) == len(registered)
-    for i, (a, b) in enumerate(zip(eager, registered)):
-        assert a.dtype == b.dtype and a.shape == b.shape, f"result {i}: {a.dtype} {a.shape} vs {b.dtype} {b.shape}"
-        assert torch.equal(a, b), f"result {i} differs between the eager path and the registered formula"
-    # the weights' gradients come back in the weights' own dtype (fp32 master weights: fp32)
-    if mode != "gate_logits":
-        assert eager[4].dtype == params[1].dtype and eager[6].dtype == params[3].dtype
+    # through autograd
+    leaves = _leaves(x, a_param, *((Wx, bx, Wa, ba) if fused else (gx, ga)))
+    h0_leaf = _leaves(h0)[0] if with_h0 else None
+    if fused:
+        y, h = hawk_torch.rglru(leaves[0], leaves[1], *leaves[2:], h0=h0_leaf)
+    else:
+        y, h = hawk_torch.rglru(leaves[0], leaves[1], gx=leaves[2], ga=leaves[3], h0=h0_leaf)
+    assert "RGLRUForwardFunction" in y.grad_fn.name()  # the C++ formula, no Python autograd kernel
+    loss = (y.float() * dy.float()).sum() + ((h * dh).sum() if use_h_final else 0.0)
+    grads = torch.autograd.grad(loss, leaves + ([h0_leaf] if with_h0 else []))
+
+    # the operators called directly with what the formula should pass them
+    wx, wa = (Wx.to(dtype), Wa.to(dtype)) if fused else (None, None)
+    gates = (wx, bx, wa, ba, None, None) if fused else (None, None, None, None, gx, ga)
+    reset_mode = RESET_NONE if with_h0 else RESET_SEQUENCE_START
+    num_blocks = H if fused else 1
+    args = (x, *gates, a_param, None, h0, None)
+    y_op, h_op, checkpoints = torch.ops.hawk.rglru_forward(*args, num_blocks, reset_mode, True, True)
+    assert torch.equal(y.detach(), y_op) and torch.equal(h.detach(), h_op)
+    dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0 = torch.ops.hawk.rglru_backward(
+        *args, checkpoints, dy, dh if use_h_final else None, num_blocks, reset_mode, with_h0, True)
+    want = [dx, da_param] + ([dWx, dbx, dWa, dba] if fused else [dgx, dga]) + ([dh0] if with_h0 else [])
+    names = ["dx", "da_param"] + (["dWx", "dbx", "dWa", "dba"] if fused else ["dgx", "dga"]) + ["dh0"]
+    for name, leaf, got, expected in zip(names, leaves + [h0_leaf], grads, want):
+        assert got.dtype == leaf.dtype and got.shape == leaf.shape, f"{name}: {got.dtype} {got.shape}"
+        assert torch.equal(got, expected.to(leaf.dtype).view(leaf.shape)), f"{name} differs"
 
 
 def test_an_unused_h_final_gives_the_bits_of_a_zero_dh_final(seed):
-    """The backward now gets None for an output nobody differentiates, where autograd used to pass zeros."""
+    """The formula passes None for an output nobody differentiates, where autograd used to pass zeros."""
     B, L, W, H, dtype = 2, 130, 128, 2, torch.bfloat16
     a_param, Wx, bx, Wa, ba = fused_parameters(W, H)
-    wx, wa = Wx.to(dtype), Wa.to(dtype)
     x, dy = uniform((B, L, W), dtype), uniform((B, L, W), dtype)
-    args = (x, wx, bx, wa, ba, None, None, a_param, None, None, None)
-    _, _, checkpoints = torch.ops.hawk.rglru_forward(*args, H, 1, True, True)
-    zero = torch.ops.hawk.rglru_backward(*args, checkpoints, dy, torch.zeros(B, W, device="cuda"), H, 1, False, True)
-    none = torch.ops.hawk.rglru_backward(*args, checkpoints, dy, None, H, 1, False, True)
+    args = (x, Wx.to(dtype), bx, Wa.to(dtype), ba, None, None, a_param, None, None, None)
+    _, _, checkpoints = torch.ops.hawk.rglru_forward(*args, H, RESET_SEQUENCE_START, True, True)
+    zero = torch.ops.hawk.rglru_backward(*args, checkpoints, dy, torch.zeros(B, W, device="cuda"), H,
+                                         RESET_SEQUENCE_START, False, True)
+    none = torch.ops.hawk.rglru_backward(*args, checkpoints, dy, None, H, RESET_SEQUENCE_START, False, True)
     for i, (a, b) in enumerate(zip(zero, none)):
         assert torch.equal(a, b), f"gradient {i} differs"
 
 
 @pytest.mark.parametrize("layout", ["arbitrary", "uniform"])
-def test_gate_residual_eager_path_equals_the_registered_formula(monkeypatch, seed, layout):
+@pytest.mark.parametrize("gate_dtype", [torch.float32, torch.bfloat16], ids=["fp32 gate", "bf16 gate"])
+def test_gate_residual_gradients_are_the_backward_operators(seed, layout, gate_dtype):
     N, D, G, dtype = 300, 256, 5, torch.bfloat16
     S = (N + G - 1) // G
     residual, y, dout = uniform((N, D), dtype), uniform((N, D), dtype), uniform((N, D), dtype)
-    gate = uniform((G, D), torch.bfloat16)
+    gate = uniform((G, D), gate_dtype)
     idx = torch.arange(N, device="cuda") // S if layout == "uniform" else torch.randint(0, G, (N,), device="cuda")
+    code = 1 if layout == "uniform" else 0
+    rows_per_group = S if layout == "uniform" else 0
 
-    def step():
-        leaves = [t.detach().clone().requires_grad_(True) for t in (residual, y, gate)]
-        out = hawk_torch.gate_residual(*leaves, idx, layout=layout, rows_per_group=S)
-        node = out.grad_fn  # gate_residual returns a view of the operator's [N, D] result
-        node = node.next_functions[0][0] if type(node).__name__ == "ViewBackward0" else node
-        return [out, *torch.autograd.grad(out, leaves, dout)], node
+    leaves = _leaves(residual, y, gate)
+    out = hawk_torch.gate_residual(*leaves, idx, layout=layout, rows_per_group=S)
+    assert "GateResidualForwardFunction" in out.grad_fn.next_functions[0][0].name()  # below gate_residual's view
+    d_residual, d_y, d_gate = torch.autograd.grad(out, leaves, dout)
 
-    eager, eager_node = step()
-    assert type(eager_node).__name__ == "_GateResidualEagerBackward"
-    _registered_path(monkeypatch)
-    registered, _ = step()
-    for i, (a, b) in enumerate(zip(eager, registered)):
-        assert a.dtype == b.dtype and torch.equal(a, b), f"result {i} differs"
+    assert torch.equal(out.detach(), torch.ops.hawk.gate_residual_forward(residual, y, gate, idx, code,
+                                                                          rows_per_group, True))
+    dy_op, dgate_op = torch.ops.hawk.gate_residual_backward(dout, y, gate, idx, code, rows_per_group, True)
+    assert torch.equal(d_residual, dout)
+    assert torch.equal(d_y, dy_op)
+    assert d_gate.dtype == gate_dtype and torch.equal(d_gate, dgate_op.to(gate_dtype))
 
 
 def test_eager_forward_and_backward_never_synchronise(seed):
