@@ -518,6 +518,8 @@ def gate_residual(
             _fail(where, "layout='uniform' needs rows_per_group >= 1 (idx[r] == r // rows_per_group)")
     else:
         rows_per_group = 0
-    args = (residual.reshape(rows, dim), y.reshape(rows, dim), gate, idx, _LAYOUTS[layout], int(rows_per_group),
-            validate)
-    return _GATE_RESIDUAL_FORWARD(*args).view(residual.shape)
+    if residual.dim() == 2:  # already [N, D]: no reshapes and views (dispatcher calls, autograd nodes) per call
+        return _GATE_RESIDUAL_FORWARD(residual, y, gate, idx, _LAYOUTS[layout], int(rows_per_group), validate)
+    out = _GATE_RESIDUAL_FORWARD(residual.reshape(rows, dim), y.reshape(rows, dim), gate, idx, _LAYOUTS[layout],
+                                 int(rows_per_group), validate)
+    return out.view(residual.shape)

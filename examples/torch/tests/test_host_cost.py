@@ -91,7 +91,7 @@ def test_gate_residual_gradients_are_the_backward_operators(seed, layout, gate_d
 
     leaves = _leaves(residual, y, gate)
     out = hawk_torch.gate_residual(*leaves, idx, layout=layout, rows_per_group=S)
-    assert "GateResidualForwardFunction" in out.grad_fn.next_functions[0][0].name()  # below gate_residual's view
+    assert "GateResidualForwardFunction" in out.grad_fn.name()  # [N, D] in: the operator's output itself
     d_residual, d_y, d_gate = torch.autograd.grad(out, leaves, dout)
 
     assert torch.equal(out.detach(), torch.ops.hawk.gate_residual_forward(residual, y, gate, idx, code,
@@ -100,6 +100,21 @@ def test_gate_residual_gradients_are_the_backward_operators(seed, layout, gate_d
     assert torch.equal(d_residual, dout)
     assert torch.equal(d_y, dy_op)
     assert d_gate.dtype == gate_dtype and torch.equal(d_gate, dgate_op.to(gate_dtype))
+
+
+def test_gate_residual_keeps_leading_dimensions(seed):
+    """[B, T, D] in, [B, T, D] out, the same bits and gradients as the [B * T, D] call."""
+    B, T, D, G, dtype = 3, 50, 128, 4, torch.bfloat16
+    residual, y, dout = uniform((B, T, D), dtype), uniform((B, T, D), dtype), uniform((B, T, D), dtype)
+    gate, idx = uniform((G, D)), torch.randint(0, G, (B * T,), device="cuda")
+    shaped = _leaves(residual, y, gate)
+    flat = _leaves(residual.view(B * T, D), y.view(B * T, D), gate)
+    out_shaped = hawk_torch.gate_residual(*shaped, idx)
+    out_flat = hawk_torch.gate_residual(*flat, idx)
+    assert out_shaped.shape == (B, T, D) and torch.equal(out_shaped.view(B * T, D), out_flat)
+    for a, b in zip(torch.autograd.grad(out_shaped, shaped, dout), torch.autograd.grad(out_flat, flat,
+                                                                                       dout.view(B * T, D))):
+        assert torch.equal(a.reshape(b.shape), b)
 
 
 def test_eager_forward_and_backward_never_synchronise(seed):
