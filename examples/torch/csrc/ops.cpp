@@ -679,7 +679,7 @@ struct RGLRUForwardFunction : public torch::autograd::Function<RGLRUForwardFunct
                             or_undefined(cu_seqlens), checkpoints});
     // needs_input_grad counts the tensors given (an absent optional tensor has no input edge): h0's index.
     std::int64_t h0_edge = 1;  // x
-    for (const OptTensor* t : {&Wx, &bx, &Wa, &ba, &gx, &ga, &reset}) h0_edge += t->has_value() ? 1 : 0;
+    for (const OptTensor* t : {&Wx, &bx, &Wa, &ba, &gx, &ga, &reset}) h0_edge += t->has_value() && (*t)->defined();
     h0_edge += 1;  // a_param
     ctx->saved_data["h0_edge"] = h0_edge;
     ctx->saved_data["num_blocks"] = num_blocks;
