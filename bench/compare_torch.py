@@ -15,8 +15,25 @@ it is bitwise repeatable.
 Timing: CUDA events around each call, warm-up first, inputs rotated over enough copies to exceed the 60 MB L2,
 median of the repetitions. Writes JSON (with "gpu", "date", "commit") and a PNG of time against L.
 
+Host cost ("host_cost" in the JSON; --host-cost-only runs just this part): what the Python binding adds to the
+kernels, for the default calls (device checks on) of hawk_torch.rglru forward+backward (fused, fp32 master
+weights, bf16 activations; and gate-logits) at (4, 2048, 2048, 16) and (1, 8192, 2560, 10), and of
+hawk_torch.gate_residual (no layout given) against the uniform layout at N = 32768, D = 3072. For each, in one
+process, on the same rotated inputs:
+  eager_synced: one call between two CUDA events, the device idle before it (the method of the rows above);
+  eager: K calls back to back between two events, per call (a training loop's steady state);
+  graph: the same step captured once per input set in a CUDA graph, K replays between two events, per call;
+  cpu_us / issue_us: CPU time (time.process_time: every thread of the process, the autograd engine's included)
+    and wall time (time.perf_counter) to issue one call, measured over K calls issued back to back with no
+    synchronisation inside the timed loop (the GPU is still busy with them when the clock stops; K is small
+    enough that CUDA's launch queue never blocks the host); torch.cuda.synchronize happens only outside.
+Medians over repetitions after warm-up. --profile prints, per call, the top CPU operations of torch.profiler for
+the same steps (where the host time goes), and --profile-trace DIR writes their Chrome traces.
+
     python bench/compare_torch.py --json bench/results/compare_torch-YYYY-MM-DD.json \
         --png bench/results/compare_torch-YYYY-MM-DD.png
+    python bench/compare_torch.py --host-cost-only --json OUT.json       # eager vs graph vs CPU time
+    python bench/compare_torch.py --profile                                # where the host time goes
 """
 
 from __future__ import annotations
@@ -28,6 +45,7 @@ import math
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import time
 
@@ -86,6 +104,20 @@ def time_ms(calls, budget_s: float = 1.0, min_reps: int = 3, max_reps: int = 50)
 def free_memory():
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
+
+
+def commit_id() -> str:
+    """HAWK_COMMIT (the GPU scripts set it), else the checkout's HEAD (marked when the tree has changes)."""
+    if os.environ.get("HAWK_COMMIT"):
+        return os.environ["HAWK_COMMIT"]
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -285,6 +317,207 @@ def measure_gate_residual(N, D, S, budget_s):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# host cost: eager against CUDA-graph replay, and CPU time per call (the module docstring says how)
+# ---------------------------------------------------------------------------------------------------------------
+
+#: calls issued back to back per repetition (eager, graph, CPU time): a step launches ~10-20 kernels, so K of them
+#: stay far below CUDA's launch queue (which would otherwise make the host wait for the GPU inside the clock)
+BACK_TO_BACK = 8
+
+
+def median_back_to_back_ms(calls, reps: int, per_rep: int = BACK_TO_BACK) -> float:
+    """Median over reps of (ms between two CUDA events around per_rep calls issued back to back) / per_rep."""
+    times = []
+    for r in range(reps):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for k in range(per_rep):
+            calls[(r * per_rep + k) % len(calls)]()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / per_rep)
+    return statistics.median(times)
+
+
+def median_issue_cost_us(calls, reps: int, per_rep: int = BACK_TO_BACK):
+    """(CPU µs, wall µs) to issue one call: medians over reps of per_rep calls issued back to back, the clocks
+    read before and after the loop with nothing synchronised in between."""
+    cpu, wall = [], []
+    for r in range(reps):
+        torch.cuda.synchronize()
+        c0, w0 = time.process_time(), time.perf_counter()
+        for k in range(per_rep):
+            calls[(r * per_rep + k) % len(calls)]()
+        c1, w1 = time.process_time(), time.perf_counter()
+        cpu.append((c1 - c0) / per_rep * 1e6)
+        wall.append((w1 - w0) / per_rep * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(cpu), statistics.median(wall)
+
+
+def capture_graph(step):
+    """step() captured in a CUDA graph after warm-up on a side stream (torch.cuda.graph's recipe); returns the
+    graph and step's outputs, which must stay alive as long as the graph is replayed."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = step()
+    torch.cuda.synchronize()
+    return graph, outputs
+
+
+def host_cost(steps, reps: int) -> dict:
+    """Eager (synced and back to back), graph replay and issue cost of the steps (one per rotated input set)."""
+    result = dict(eager_synced_ms=time_ms(steps, budget_s=0.5, min_reps=reps, max_reps=4 * reps))
+    median_back_to_back_ms(steps, 3)  # warm-up at this pace (allocator, autograd engine thread)
+    result["eager_ms"] = median_back_to_back_ms(steps, reps)
+    result["cpu_us_per_call"], result["issue_wall_us_per_call"] = median_issue_cost_us(steps, reps)
+    graphs = [capture_graph(step) for step in steps]
+    replays = [graph.replay for graph, _ in graphs]
+    median_back_to_back_ms(replays, 3)
+    result["graph_ms"] = median_back_to_back_ms(replays, reps)
+    result["eager_over_graph"] = result["eager_ms"] / result["graph_ms"]
+    result["eager_synced_over_graph"] = result["eager_synced_ms"] / result["graph_ms"]
+    del graphs, replays
+    free_memory()
+    return result
+
+
+def rglru_steps(B, L, W, H, mode):
+    """Forward+backward steps of the default hawk_torch.rglru call (device checks on), one per rotated input set:
+    fused (fp32 master weights) or gate_logits; bf16 activations, a reset at each sequence start."""
+    params = rglru_parameters(W, H)
+    element_bytes = B * L * W * 2
+    tensors_per_set = 2 if mode == "fused" else 4  # x, dy (and gx, ga)
+
+    def bf16(requires_grad):
+        return (torch.rand(B, L, W, device="cuda") * 2 - 1).to(torch.bfloat16).requires_grad_(requires_grad)
+
+    sets = [[bf16(True), bf16(False)] + ([bf16(True), bf16(True)] if mode == "gate_logits" else [])
+            for _ in range(rotation_count(tensors_per_set * element_bytes))]
+
+    def step(x, dy, *gates):
+        if mode == "fused":
+            y, _ = hawk_torch.rglru(x, *params)
+            return torch.autograd.grad(y, [x, *params], dy)
+        y, _ = hawk_torch.rglru(x, params[0], gx=gates[0], ga=gates[1])
+        return torch.autograd.grad(y, [x, params[0], *gates], dy)
+
+    return [lambda s=s: step(*s) for s in sets], len(sets)
+
+
+def gate_residual_steps(N, D, S, default_call):
+    """Forward+backward steps of hawk_torch.gate_residual, one per rotated input set: the default call (no layout
+    given, device checks on) or the uniform layout without checks (the fastest call)."""
+    G = (N + S - 1) // S
+    idx = torch.arange(N, device="cuda") // S
+
+    def bf16(rows, requires_grad):
+        return (torch.rand(rows, D, device="cuda") * 2 - 1).to(torch.bfloat16).requires_grad_(requires_grad)
+
+    sets = [(bf16(N, True), bf16(N, True), bf16(G, True), bf16(N, False))
+            for _ in range(rotation_count(5 * N * D * 2))]
+
+    def step(residual, y, gate, dout):
+        if default_call:
+            out = hawk_torch.gate_residual(residual, y, gate, idx)
+        else:
+            out = hawk_torch.gate_residual(residual, y, gate, idx, layout="uniform", rows_per_group=S, validate=False)
+        return torch.autograd.grad(out, (residual, y, gate), dout)
+
+    return [lambda s=s: step(*s) for s in sets], len(sets)
+
+
+HOST_COST_RGLRU_SHAPES = [(4, 2048, 2048, 16), (1, 8192, 2560, 10)]
+HOST_COST_GATE_RESIDUAL = (32768, 3072, 3)
+
+
+def measure_host_cost(reps: int):
+    """The host-cost rows: RG-LRU fused and gate-logits forward+backward at each shape; the gate-residual default
+    call against the uniform layout. Targets (issue 14) are recorded next to the measured ratios."""
+    rows = []
+    for B, L, W, H in HOST_COST_RGLRU_SHAPES:
+        for mode in ("fused", "gate_logits"):
+            steps, sets = rglru_steps(B, L, W, H, mode)
+            row = dict(op="rglru forward+backward", B=B, L=L, W=W, H=H, mode=mode, dtype="bf16",
+                       call="hawk_torch.rglru(x, ...) defaults (validate=True)", rotated_input_sets=sets)
+            row.update(host_cost(steps, reps))
+            del steps
+            free_memory()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    N, D, S = HOST_COST_GATE_RESIDUAL
+    row = dict(op="gate_residual forward+backward", N=N, D=D, rows_per_gate_row=S, dtype="bf16", gate_dtype="bf16",
+               index="int64 uniform values")
+    for name, default_call in (("default_call", True), ("uniform_layout", False)):
+        steps, row["rotated_input_sets"] = gate_residual_steps(N, D, S, default_call)
+        row[name] = host_cost(steps, reps)
+        del steps
+        free_memory()
+    row["default_call"]["call"] = "hawk_torch.gate_residual(residual, y, gate, idx): layout 'arbitrary', validate"
+    row["uniform_layout"]["call"] = "layout='uniform', rows_per_group=S, validate=False"
+    row["default_eager_over_uniform_graph"] = row["default_call"]["eager_ms"] / row["uniform_layout"]["graph_ms"]
+    row["default_eager_synced_over_uniform_graph"] = (row["default_call"]["eager_synced_ms"] /
+                                                      row["uniform_layout"]["graph_ms"])
+    # The part of that ratio no host work explains: the default call's own kernels (device checks, the
+    # arbitrary layout's index sort and chunk table) replayed from a graph, against the uniform layout's.
+    row["default_graph_over_uniform_graph"] = row["default_call"]["graph_ms"] / row["uniform_layout"]["graph_ms"]
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    return rows
+
+
+HOST_COST_TARGETS = dict(
+    rglru_fused_cpu_us_per_call=100.0,
+    rglru_eager_over_graph_at_seed_shape=1.1,
+    gate_residual_default_eager_over_uniform_graph=1.15,
+)
+
+
+def profile_host(calls_per_step: int, trace_dir):
+    """Prints, per call, the operations with the most self CPU time under torch.profiler for the host-cost
+    steps at the seed shape (RG-LRU fused and gate-logits) and the gate-residual default call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    B, L, W, H = HOST_COST_RGLRU_SHAPES[0]
+    N, D, S = HOST_COST_GATE_RESIDUAL
+    cases = [(f"rglru fused fwd+bwd {B}x{L}x{W}, H={H}", lambda: rglru_steps(B, L, W, H, "fused")[0]),
+             (f"rglru gate-logits fwd+bwd {B}x{L}x{W}", lambda: rglru_steps(B, L, W, H, "gate_logits")[0]),
+             (f"gate_residual default call fwd+bwd N={N}, D={D}", lambda: gate_residual_steps(N, D, S, True)[0])]
+    for title, make in cases:
+        steps = make()
+        for k in range(10):  # warm-up: lazy loading, allocator, autograd engine thread
+            steps[k % len(steps)]()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for k in range(calls_per_step):
+                steps[k % len(steps)]()
+            torch.cuda.synchronize()
+        events = [e for e in prof.key_averages() if e.key != "cudaDeviceSynchronize"]
+        events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in events) / calls_per_step
+        print(f"\n{title}: {total:.1f} us of self CPU time per call under the profiler (which adds its own), "
+              f"top operations per call:")
+        print(f"  {'self CPU us':>11}  {'CPU us':>9}  {'calls':>6}  name")
+        for e in events[:20]:
+            print(f"  {e.self_cpu_time_total / calls_per_step:11.1f}  {e.cpu_time_total / calls_per_step:9.1f}  "
+                  f"{e.count / calls_per_step:6.1f}  {e.key[:90]}")
+        if trace_dir:
+            path = pathlib.Path(trace_dir) / (title.split(" fwd")[0].replace(" ", "_") + ".json")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(path))
+            print(f"  trace: {path}")
+        del steps
+        free_memory()
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -323,8 +556,57 @@ def plot(sweep, path, gpu):
     fig.savefig(path, dpi=120)
 
 
+def host_cost_verdicts(rows) -> dict:
+    """The measured ratios next to issue 14's targets (HOST_COST_TARGETS), true where a target is met."""
+    seed = HOST_COST_RGLRU_SHAPES[0]
+    verdicts = {}
+    for row in rows:
+        if row["op"].startswith("rglru"):
+            name = f"rglru {row['mode']} {row['B']}x{row['L']}x{row['W']} H={row['H']}"
+            if row["mode"] == "fused":
+                verdicts[f"{name}: cpu_us_per_call <= {HOST_COST_TARGETS['rglru_fused_cpu_us_per_call']}"] = (
+                    row["cpu_us_per_call"] <= HOST_COST_TARGETS["rglru_fused_cpu_us_per_call"])
+            if (row["B"], row["L"], row["W"], row["H"]) == seed:
+                limit = HOST_COST_TARGETS["rglru_eager_over_graph_at_seed_shape"]
+                verdicts[f"{name}: eager / graph <= {limit}"] = row["eager_over_graph"] <= limit
+                verdicts[f"{name}: eager_synced / graph <= {limit}"] = row["eager_synced_over_graph"] <= limit
+        else:
+            limit = HOST_COST_TARGETS["gate_residual_default_eager_over_uniform_graph"]
+            verdicts[f"gate_residual N={row['N']} D={row['D']}: default eager / uniform graph <= {limit}"] = (
+                row["default_eager_over_uniform_graph"] <= limit)
+            verdicts[f"gate_residual N={row['N']} D={row['D']}: default eager_synced / uniform graph <= {limit}"] = (
+                row["default_eager_synced_over_uniform_graph"] <= limit)
+    return verdicts
+
+
+def print_host_cost(report):
+    rows = report.get("host_cost") or []
+    if not rows:
+        return
+    print("\nHost cost, fwd+bwd, median      eager synced  eager b2b    graph  eager/graph  CPU us/call  issue us/call")
+
+    def line(label, r):
+        print(f"  {label:<34} {r['eager_synced_ms']:8.3f} ms {r['eager_ms']:8.3f} ms {r['graph_ms']:6.3f} ms "
+              f"{r['eager_over_graph']:8.2f}x {r['cpu_us_per_call']:12.1f} {r['issue_wall_us_per_call']:14.1f}")
+
+    for r in rows:
+        if r["op"].startswith("rglru"):
+            line(f"rglru {r['mode']} {r['B']},{r['L']},{r['W']},{r['H']}", r)
+        else:
+            line(f"gate_residual default N={r['N']}", r["default_call"])
+            line(f"gate_residual uniform N={r['N']}", r["uniform_layout"])
+            print(f"  gate_residual default eager / uniform graph: {r['default_eager_over_uniform_graph']:.2f}x "
+                  f"(synced: {r['default_eager_synced_over_uniform_graph']:.2f}x; the default call's kernels "
+                  f"alone, graph / graph: {r['default_graph_over_uniform_graph']:.2f}x)")
+    for name, met in report.get("host_cost_verdicts", {}).items():
+        print(f"  {'met' if met else 'NOT MET':>7}  {name}")
+
+
 def print_tables(report):
     """The short tables printed last."""
+    print_host_cost(report)
+    if not report["rglru_shapes"] and not report["gate_residual"]:
+        return
 
     def fmt(v, digits=3):
         return "—" if v is None else f"{v:.{digits}f}"
@@ -354,6 +636,14 @@ def main():
     parser.add_argument("--budget", type=float, default=0.5, help="seconds of repetitions per measurement")
     parser.add_argument("--quick", action="store_true", help="a smoke run: two lengths, short budgets")
     parser.add_argument("--plot-from", metavar="JSON", help="only draw --png from a JSON this script wrote")
+    parser.add_argument("--host-cost-only", action="store_true",
+                        help="only the host-cost rows (eager vs CUDA graph vs CPU time per call)")
+    parser.add_argument("--host-cost-reps", type=int, default=30, help="repetitions per host-cost measurement")
+    parser.add_argument("--skip-host-cost", action="store_true", help="leave the host-cost rows out")
+    parser.add_argument("--profile", action="store_true",
+                        help="only print torch.profiler's top CPU operations per call of the host-cost steps")
+    parser.add_argument("--profile-calls", type=int, default=20, help="calls profiled per step (--profile)")
+    parser.add_argument("--profile-trace", metavar="DIR", help="with --profile: also write Chrome traces to DIR")
     args = parser.parse_args()
     if args.plot_from:
         report = json.loads(pathlib.Path(args.plot_from).read_text())
@@ -361,6 +651,9 @@ def main():
         print_tables(report)
         return
     load_backends()
+    if args.profile:
+        profile_host(args.profile_calls, args.profile_trace)
+        return
     if args.quick:
         args.lengths, args.budget = "512,2048", 0.1
         args.loop_max_len = args.loop_backward_max_len = 512
@@ -370,7 +663,7 @@ def main():
         benchmark="compare_torch",
         gpu=torch.cuda.get_device_name(),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        commit=os.environ.get("HAWK_COMMIT", "unknown"),
+        commit=commit_id(),
         torch=torch.__version__,
         cuda=torch.version.cuda,
         timing="CUDA events per call, warm-up, inputs rotated beyond 60 MB of L2, median",
@@ -380,9 +673,29 @@ def main():
                "restricted no-reset contract",
                "hawk gate-residual rows pass validate=False (the caller guarantees idx); hawk_validated_* include "
                "the device-side idx check (a small kernel; no synchronisation)"],
-        rglru_shapes=[], rglru_sweep=[], gate_residual=[],
+        rglru_shapes=[], rglru_sweep=[], gate_residual=[], host_cost=[],
     )
     torch.manual_seed(int(os.environ.get("HAWK_BENCH_SEED", "20261129")))
+
+    if not args.skip_host_cost:
+        report["host_cost_method"] = (
+            "eager_synced: one call between CUDA events, device idle before it; eager: "
+            f"{BACK_TO_BACK} calls back to back between events, per call; graph: the same step captured per input "
+            f"set, {BACK_TO_BACK} replays between events, per call; cpu_us_per_call: time.process_time (all threads) "
+            f"over {BACK_TO_BACK} calls issued back to back, no synchronisation inside the timed loop; "
+            "issue_wall_us_per_call: time.perf_counter over the same loop; medians of "
+            f"{args.host_cost_reps} repetitions after warm-up; inputs rotated beyond the L2; default calls "
+            "(device checks on) unless the row says otherwise")
+        report["host_cost_targets"] = HOST_COST_TARGETS
+        report["host_cost"] = measure_host_cost(args.host_cost_reps)
+        report["host_cost_verdicts"] = host_cost_verdicts(report["host_cost"])
+    if args.host_cost_only:
+        report["wall_s"] = round(time.time() - started, 1)
+        pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        pathlib.Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        print_tables(report)
+        print(f"\nwrote {args.json} in {report['wall_s']} s")
+        return
 
     for B, L, W, H in [(4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16)]:
         row = measure_rglru(B, L, W, H, args.loop_max_len, args.loop_backward_max_len, args.budget)

@@ -24,7 +24,8 @@ import time
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if os.environ.get("HAWK_TORCH_TEST_INSTALLED") != "1":  # else the installed package (run_wheel_check_on_gpu.sh)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hawk_torch  # noqa: E402
 from hawk_torch.context_parallel import context_parallel_rglru, corrections  # noqa: E402
 

@@ -3,10 +3,18 @@
 //! (TORCH_LIBRARY_IMPL) that fill hawk's Arguments structs from tensors and call the library's default dispatch
 //! on the current CUDA stream, with workspace from PyTorch's caching allocator. No kernel code lives here.
 //!
-//! Fake (meta) implementations and autograd formulas are registered from Python (hawk_torch/_ops.py), next to
-//! the argument checks that give clear Python errors before anything reaches these functions. The TORCH_CHECKs
-//! below are the second line, for callers of torch.ops.hawk.* directly; a hawk::Status failure becomes a
-//! RuntimeError carrying the library's message.
+//! The autograd formulas (the Autograd key) are here too; fake (meta) implementations are registered from Python
+//! (hawk_torch/_ops.py), next to the argument checks that give clear Python errors before anything reaches these
+//! functions. The TORCH_CHECKs below are the second line, for callers of torch.ops.hawk.* directly; a
+//! hawk::Status failure becomes a RuntimeError carrying the library's message.
+//!
+//! Host cost. An eager call runs no Python past its entry point's checks: autograd is C++ (below), and the
+//! backward runs on the autograd engine's thread without the GIL. Here: no synchronisation outside sync mode, no
+//! per-call device query, and no allocation that is neither returned nor workspace (a call without device checks
+//! allocates no workspace). What remains inside the library (include/, not changed here): can_implement's
+//! cudaGetDevice + cudaDeviceGetAttribute (shared memory opt-in) and a cudaFuncSetAttribute before each kernel
+//! that needs more than 48 KB of shared memory, runtime calls that do no device work (the --profile mode of
+//! bench/compare_torch.py lists them with their CPU time).
 //!
 //! Device checks (hawk/core/device_checks.cuh: cu_seqlens, state_index, idx and idx's declared layout live on
 //! the device) never synchronise here. Every validating call passes the device's sticky report word
@@ -23,6 +31,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -78,13 +87,15 @@ void throw_if_failed(const hawk::Status& status, const char* what) {
   TORCH_CHECK(status.ok(), what, ": ", status.to_string());
 }
 
-//! Workspace from the caching allocator (null for 0 bytes). The tensor must outlive the asynchronous launch;
-//! the caching allocator's stream semantics make returning it to the pool at scope end safe.
+//! Workspace from the caching allocator. The tensor must outlive the asynchronous launch; the caching
+//! allocator's stream semantics make returning it to the pool at scope end safe. A call that needs none (no
+//! device checks) gets an undefined tensor: no allocator or dispatcher round trip for nothing.
 Tensor workspace_for(std::size_t bytes, const Tensor& like) {
+  if (bytes == 0) return Tensor();
   return at::empty({static_cast<std::int64_t>(bytes)}, like.options().dtype(at::kByte));
 }
 
-void* pointer_or_null(const Tensor& t) { return t.numel() > 0 ? t.data_ptr() : nullptr; }
+void* pointer_or_null(const Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // device checks: the per-device sticky report word, sync mode
@@ -310,8 +321,8 @@ void fill_gate_pointers(Arguments& a, const GateInputs& g) {
   a.reset = g.reset.defined() ? static_cast<const std::uint8_t*>(g.reset.data_ptr()) : nullptr;
 }
 
-//! The forward; with `want_decay` also the product of a_bar over each sequence ([N, W] fp32, else empty), which
-//! with h0 = 0 makes (decay, h_final) the sequence's transfer pair (context parallelism, fast mode).
+//! The forward; with `want_decay` also the product of a_bar over each sequence ([N, W] fp32, else undefined),
+//! which with h0 = 0 makes (decay, h_final) the sequence's transfer pair (context parallelism, fast mode).
 std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_impl(
     const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa, const OptTensor& ba,
     const OptTensor& gx, const OptTensor& ga, const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
@@ -342,7 +353,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> rglru_forward_impl(
   const std::int64_t chunk = rglru_default_time_chunk();
   Tensor checkpoints = at::empty({save_checkpoints ? hawk::rglru::checkpoint_rows(a.shape.num_tokens, N, chunk) : 0, W},
                                  x.options().dtype(at::kFloat));
-  Tensor decay = at::empty({want_decay ? N : 0, W}, x.options().dtype(at::kFloat));
+  // Only rglru_forward_decay returns the decay; rglru_forward drops it, so it is not even allocated there.
+  Tensor decay = want_decay ? at::empty({N, W}, x.options().dtype(at::kFloat)) : Tensor();
   a.y = y.data_ptr();
   a.h_final = h_final.data_ptr<float>();
   if (want_decay) a.decay = decay.data_ptr<float>();
@@ -594,6 +606,241 @@ std::tuple<Tensor, Tensor> gate_residual_backward_cuda(const Tensor& dout, const
   return {dy, dgate};
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// autograd (the Autograd key), in C++: an eager call runs no Python past its entry point's argument checks, and
+// the backward runs on the autograd engine's thread without the GIL. torch.compile (AOTAutograd) and opcheck
+// trace through these as through ATen's own formulas: every tensor operation here, the hawk operators included,
+// goes through the dispatcher (the backward calls hawk::rglru_backward / gate_residual_backward, whose fake
+// implementations are registered from Python).
+// ---------------------------------------------------------------------------------------------------------------
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+//! The typed handle of operator `name` (looked up once per call site: the handles are function-local statics).
+template <class Signature>
+c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+OptTensor present(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
+Tensor or_undefined(const OptTensor& t) { return t.has_value() ? *t : Tensor(); }
+
+bool any_requires_grad(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+//! `t` in `dtype`: t itself when it already is (the gradients of fp32 master weights usually are).
+Tensor in_dtype(const Tensor& t, at::ScalarType dtype) { return t.scalar_type() == dtype ? t : t.to(dtype); }
+
+//! `t` viewed with `like`'s shape (a bias given as [W] instead of [H, w]): t itself when the shapes agree.
+Tensor shaped_like(const Tensor& t, const Tensor& like) {
+  return t.sizes() == like.sizes() ? t : t.view(like.sizes());
+}
+
+//! The error of a second derivative through a backward operator (its kernels are not differentiable: silently
+//! dropping the second-order terms would be wrong).
+std::string double_backward_message(const char* what) {
+  return std::string("hawk_torch: double backward through ") + what + " is not supported: hawk's backward kernels "
+         "are not differentiable, so a second derivative through them would silently miss terms. Differentiate " +
+         what + " once (create_graph=False), or use a differentiable reference implementation where second "
+         "derivatives are needed.";
+}
+
+constexpr std::size_t kRGLRUInputs = 15;  //!< arguments of hawk::rglru_forward (what the backward answers for)
+
+//! hawk::rglru_forward with its gradient. Saves x, the parameters and the fp32 chunk checkpoints, not h (the
+//! backward recomputes h inside each chunk).
+struct RGLRUForwardFunction : public torch::autograd::Function<RGLRUForwardFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const OptTensor& Wx, const OptTensor& bx,
+                               const OptTensor& Wa, const OptTensor& ba, const OptTensor& gx, const OptTensor& ga,
+                               const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
+                               const OptTensor& cu_seqlens, std::int64_t num_blocks, std::int64_t reset_mode,
+                               bool save_checkpoints, bool validate) {
+    static const auto op = typed_op<decltype(rglru_forward_cuda)>("hawk::rglru_forward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // The weights are rounded to x's dtype here, once per step (the operator would round them itself, with the
+    // same ATen op, so the bits are the same), and the rounded copy is saved: the backward does not round the
+    // master weights a second time. Their gradients come back in the weights' own dtypes.
+    OptTensor wx = Wx, wa = Wa;
+    if (Wx.has_value() && Wa.has_value()) {
+      wx = as_contiguous(*Wx, x.scalar_type());
+      wa = as_contiguous(*Wa, x.scalar_type());
+      ctx->saved_data["wx_dtype"] = static_cast<std::int64_t>(Wx->scalar_type());
+      ctx->saved_data["wa_dtype"] = static_cast<std::int64_t>(Wa->scalar_type());
+    }
+    auto [y, h_final, checkpoints] = op.call(x, wx, bx, wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks,
+                                             reset_mode, save_checkpoints, validate);
+    ctx->save_for_backward({x, or_undefined(wx), or_undefined(bx), or_undefined(wa), or_undefined(ba),
+                            or_undefined(gx), or_undefined(ga), a_param, or_undefined(reset), or_undefined(h0),
+                            or_undefined(cu_seqlens), checkpoints});
+    // needs_input_grad counts the tensors given (an absent optional tensor has no input edge): h0's index.
+    std::int64_t h0_edge = 1;  // x
+    for (const OptTensor* t : {&Wx, &bx, &Wa, &ba, &gx, &ga, &reset}) h0_edge += t->has_value() && (*t)->defined();
+    h0_edge += 1;  // a_param
+    ctx->saved_data["h0_edge"] = h0_edge;
+    ctx->saved_data["num_blocks"] = num_blocks;
+    ctx->saved_data["reset_mode"] = reset_mode;
+    ctx->saved_data["save_checkpoints"] = save_checkpoints;
+    ctx->saved_data["validate"] = validate;
+    // An output nobody differentiates (h_final, the checkpoints) arrives as an undefined gradient instead of a
+    // zero tensor to fill and read: the backward operator treats a missing dh_final as zero.
+    ctx->set_materialize_grads(false);
+    return {y, h_final, checkpoints};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op = typed_op<decltype(rglru_backward_cuda)>("hawk::rglru_backward");
+    TORCH_CHECK(ctx->saved_data["save_checkpoints"].toBool(),
+                "hawk::rglru_forward ran with save_checkpoints=False, so it has no backward; call hawk_torch.rglru "
+                "(which saves them whenever a gradient is needed)");
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor& x = saved[0];
+    const Tensor dy = grads[0].defined() ? as_contiguous(grads[0], x.scalar_type()) : at::zeros_like(x);
+    const OptTensor dh_final = grads[1].defined() ? OptTensor(as_contiguous(grads[1], at::kFloat)) : std::nullopt;
+    const bool want_dh0 = saved[9].defined() && ctx->needs_input_grad(ctx->saved_data["h0_edge"].toInt());
+    auto [dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0] =
+        op.call(x, present(saved[1]), present(saved[2]), present(saved[3]), present(saved[4]), present(saved[5]),
+                present(saved[6]), saved[7], present(saved[8]), present(saved[9]), present(saved[10]), saved[11], dy,
+                dh_final, ctx->saved_data["num_blocks"].toInt(), ctx->saved_data["reset_mode"].toInt(), want_dh0,
+                ctx->saved_data["validate"].toBool());
+    variable_list result(kRGLRUInputs);  // undefined: no gradient (reset, cu_seqlens, the integer arguments)
+    result[0] = dx;
+    if (saved[1].defined()) {
+      result[1] = in_dtype(dWx, static_cast<at::ScalarType>(ctx->saved_data["wx_dtype"].toInt()));
+      result[2] = shaped_like(dbx, saved[2]);
+      result[3] = in_dtype(dWa, static_cast<at::ScalarType>(ctx->saved_data["wa_dtype"].toInt()));
+      result[4] = shaped_like(dba, saved[4]);
+    } else {
+      result[5] = dgx;
+      result[6] = dga;
+    }
+    result[7] = shaped_like(da_param, saved[7]);
+    if (want_dh0) result[9] = dh0;
+    return result;
+  }
+};
+
+std::tuple<Tensor, Tensor, Tensor> rglru_forward_autograd(const Tensor& x, const OptTensor& Wx, const OptTensor& bx,
+                                                          const OptTensor& Wa, const OptTensor& ba,
+                                                          const OptTensor& gx, const OptTensor& ga,
+                                                          const Tensor& a_param, const OptTensor& reset,
+                                                          const OptTensor& h0, const OptTensor& cu_seqlens,
+                                                          std::int64_t num_blocks, std::int64_t reset_mode,
+                                                          bool save_checkpoints, bool validate) {
+  const Tensor none;
+  const bool differentiable =
+      at::GradMode::is_enabled() &&
+      any_requires_grad({&x, Wx ? &*Wx : &none, bx ? &*bx : &none, Wa ? &*Wa : &none, ba ? &*ba : &none,
+                         gx ? &*gx : &none, ga ? &*ga : &none, &a_param, h0 ? &*h0 : &none});
+  if (!differentiable) {  // inference: no node, no saved tensors, straight to the kernel
+    static const auto op = typed_op<decltype(rglru_forward_cuda)>("hawk::rglru_forward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
+                   save_checkpoints, validate);
+  }
+  const variable_list out = RGLRUForwardFunction::apply(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens,
+                                                        num_blocks, reset_mode, save_checkpoints, validate);
+  return {out[0], out[1], out[2]};
+}
+
+//! hawk::rglru_backward under autograd: the results of a backward recorded with create_graph=True carry a node
+//! whose own backward raises (double_backward_message) instead of silently missing the second-order terms.
+struct RGLRUBackwardFunction : public torch::autograd::Function<RGLRUBackwardFunction> {
+  template <class... Args>
+  static variable_list forward(AutogradContext*, Args&&... args) {
+    static const auto op = typed_op<decltype(rglru_backward_cuda)>("hawk::rglru_backward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0] = op.call(std::forward<Args>(args)...);
+    return {dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0};
+  }
+  static variable_list backward(AutogradContext*, variable_list) {
+    TORCH_CHECK(false, double_backward_message("hawk_torch.rglru"));
+  }
+};
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rglru_backward_autograd(
+    const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa, const OptTensor& ba,
+    const OptTensor& gx, const OptTensor& ga, const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
+    const OptTensor& cu_seqlens, const Tensor& checkpoints, const Tensor& dy, const OptTensor& dh_final,
+    std::int64_t num_blocks, std::int64_t reset_mode, bool want_dh0, bool validate) {
+  if (!at::GradMode::is_enabled()) {  // an ordinary backward (autograd turns grad mode off): no node
+    static const auto op = typed_op<decltype(rglru_backward_cuda)>("hawk::rglru_backward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints, dy, dh_final, num_blocks,
+                   reset_mode, want_dh0, validate);
+  }
+  const variable_list out = RGLRUBackwardFunction::apply(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens,
+                                                         checkpoints, dy, dh_final, num_blocks, reset_mode, want_dh0,
+                                                         validate);
+  return {out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8]};
+}
+
+//! hawk::gate_residual_forward with its gradient: d residual = d out (no copy), d y and d gate from the
+//! backward operator (d gate accumulated in fp32, returned in gate's dtype).
+struct GateResidualForwardFunction : public torch::autograd::Function<GateResidualForwardFunction> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& residual, const Tensor& y, const Tensor& gate,
+                               const Tensor& idx, std::int64_t layout, std::int64_t rows_per_group, bool validate) {
+    static const auto op = typed_op<decltype(gate_residual_forward_cuda)>("hawk::gate_residual_forward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    Tensor out = op.call(residual, y, gate, idx, layout, rows_per_group, validate);
+    ctx->save_for_backward({y, gate, idx});
+    ctx->saved_data["layout"] = layout;
+    ctx->saved_data["rows_per_group"] = rows_per_group;
+    ctx->saved_data["validate"] = validate;
+    return {out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static const auto op = typed_op<decltype(gate_residual_backward_cuda)>("hawk::gate_residual_backward");
+    const variable_list saved = ctx->get_saved_variables();
+    const Tensor &y = saved[0], &gate = saved[1], &idx = saved[2];
+    const Tensor dout = as_contiguous(grads[0], y.scalar_type());
+    auto [dy, dgate] = op.call(dout, y, gate, idx, ctx->saved_data["layout"].toInt(),
+                               ctx->saved_data["rows_per_group"].toInt(), ctx->saved_data["validate"].toBool());
+    return {dout, dy, in_dtype(dgate, gate.scalar_type()), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+Tensor gate_residual_forward_autograd(const Tensor& residual, const Tensor& y, const Tensor& gate, const Tensor& idx,
+                                      std::int64_t layout, std::int64_t rows_per_group, bool validate) {
+  if (!at::GradMode::is_enabled() || !any_requires_grad({&residual, &y, &gate})) {
+    static const auto op = typed_op<decltype(gate_residual_forward_cuda)>("hawk::gate_residual_forward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(residual, y, gate, idx, layout, rows_per_group, validate);
+  }
+  return GateResidualForwardFunction::apply(residual, y, gate, idx, layout, rows_per_group, validate)[0];
+}
+
+//! hawk::gate_residual_backward under autograd: as RGLRUBackwardFunction.
+struct GateResidualBackwardFunction : public torch::autograd::Function<GateResidualBackwardFunction> {
+  static variable_list forward(AutogradContext*, const Tensor& dout, const Tensor& y, const Tensor& gate,
+                               const Tensor& idx, std::int64_t layout, std::int64_t rows_per_group, bool validate) {
+    static const auto op = typed_op<decltype(gate_residual_backward_cuda)>("hawk::gate_residual_backward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [dy, dgate] = op.call(dout, y, gate, idx, layout, rows_per_group, validate);
+    return {dy, dgate};
+  }
+  static variable_list backward(AutogradContext*, variable_list) {
+    TORCH_CHECK(false, double_backward_message("hawk_torch.gate_residual"));
+  }
+};
+
+std::tuple<Tensor, Tensor> gate_residual_backward_autograd(const Tensor& dout, const Tensor& y, const Tensor& gate,
+                                                           const Tensor& idx, std::int64_t layout,
+                                                           std::int64_t rows_per_group, bool validate) {
+  if (!at::GradMode::is_enabled()) {
+    static const auto op = typed_op<decltype(gate_residual_backward_cuda)>("hawk::gate_residual_backward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(dout, y, gate, idx, layout, rows_per_group, validate);
+  }
+  const variable_list out = GateResidualBackwardFunction::apply(dout, y, gate, idx, layout, rows_per_group, validate);
+  return {out[0], out[1]};
+}
+
 //! hawk::set_sync_checks: turns sync mode on or off, or (None) only asks; returns the mode before the call.
 bool set_sync_checks(std::optional<bool> enabled) {
   if (!enabled.has_value()) return g_sync_checks.load();
@@ -647,6 +894,14 @@ TORCH_LIBRARY(hawk, m) {
   m.def("set_sync_checks(bool? enabled) -> bool", &hawk_torch::set_sync_checks);
   m.def("take_device_check_bits(int device) -> int", &hawk_torch::take_device_check_bits);
   m.def("device_check_message(int bits) -> str", &hawk_torch::device_check_message);
+}
+
+// The autograd formulas (any device: they only call operators).
+TORCH_LIBRARY_IMPL(hawk, Autograd, m) {
+  m.impl("rglru_forward", &hawk_torch::rglru_forward_autograd);
+  m.impl("rglru_backward", &hawk_torch::rglru_backward_autograd);
+  m.impl("gate_residual_forward", &hawk_torch::gate_residual_forward_autograd);
+  m.impl("gate_residual_backward", &hawk_torch::gate_residual_backward_autograd);
 }
 
 TORCH_LIBRARY_IMPL(hawk, CUDA, m) {

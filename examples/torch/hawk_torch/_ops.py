@@ -1,14 +1,18 @@
-"""The Python face of the ``hawk::`` operators: argument checks, fake (meta) implementations, autograd.
+"""The Python face of the ``hawk::`` operators: argument checks, fake (meta) implementations.
 
-The C++ library (csrc/ops.cpp) defines the operators and their CUDA implementations. This module
+The C++ library (csrc/ops.cpp) defines the operators, their CUDA implementations and their autograd formulas.
+This module
 
 * registers a fake implementation for each, so that ``torch.compile(fullgraph=True)`` traces through them;
-* registers autograd formulas for the forward operators (the RG-LRU saves x, the parameters and its fp32
-  chunk checkpoints, not h: the backward recomputes h inside each chunk); the backward operators are not
-  differentiable, and a double backward through them raises instead of silently dropping terms;
 * offers the functional entry points ``rglru``, ``rglru_decode_`` and ``gate_residual``, which check shapes,
   dtypes, devices and contiguity and raise clear Python errors before anything reaches a kernel;
 * offers the device-check controls ``check_device_errors``, ``set_sync_checks`` and ``sync_checks_enabled``.
+
+Host cost. The autograd formulas are registered in C++ (csrc/ops.cpp), so an eager call runs no Python past the
+checks of its entry point: no Python autograd kernel boxing every argument, and a backward that runs on the
+autograd engine's thread without the GIL. The fused forward rounds fp32 master weights to x's dtype once and keeps
+the rounded copy for the backward; an output nobody differentiates (an unused ``h_final``, the checkpoints) gets no
+zero-filled gradient. Outside sync mode (below), nothing in an eager call synchronises the host.
 
 Device checks. What only the device can check (``cu_seqlens``, ``state_index``, gate-residual ``idx`` and its
 declared layout) is checked by small kernels on the call's stream, without a host synchronisation, also inside
@@ -41,6 +45,10 @@ load_library()
 
 _ops = torch.ops.hawk
 
+# The overloads themselves: calling them skips the packet's overload resolution (host cost per call).
+_RGLRU_FORWARD = _ops.rglru_forward.default
+_GATE_RESIDUAL_FORWARD = _ops.gate_residual_forward.default
+
 #: reset modes of hawk::rglru::ResetMode (the operators take them as int)
 RESET_NONE, RESET_SEQUENCE_START, RESET_FLAGS = 0, 1, 2
 _RESET_NAMES = {"none": RESET_NONE, "sequence_start": RESET_SEQUENCE_START}
@@ -69,7 +77,7 @@ def _fail(where: str, message: str, kind=ValueError):
 def _check_tensor(where: str, name: str, t, device: Optional[torch.device] = None, contiguous: bool = True):
     if not isinstance(t, Tensor):
         _fail(where, f"{name} must be a torch.Tensor, got {type(t).__name__}", TypeError)
-    if t.device.type != "cuda":
+    if not t.is_cuda:  # a property read; t.device would build a torch.device per check
         _fail(where, f"{name} must be on a CUDA device, got {t.device}")
     if device is not None and t.device != device:
         _fail(where, f"{name} is on {t.device} but x is on {device}")
@@ -94,11 +102,17 @@ def _check_row_bytes(where: str, x: Tensor, width: int):
                      "(rows are read in 16-byte vectors)")
 
 
+def _contiguous_in(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """``t.to(dtype).contiguous()``; t itself, as those would return it, without two dispatcher round trips when
+    it already is (per-call host cost)."""
+    if t.dtype == dtype and t.is_contiguous():
+        return t
+    return t.to(dtype).contiguous()
+
+
 def _as_float32(t: Optional[Tensor]) -> Optional[Tensor]:
     """Small fp32 operands (biases, a_param, states): cast and made contiguous here, tracked by autograd."""
-    if t is None:
-        return None
-    return t.to(torch.float32).contiguous()
+    return None if t is None else _contiguous_in(t, torch.float32)
 
 
 def _problem(where: str, x: Tensor, cu_seqlens: Optional[Tensor]) -> Tuple[int, int, int]:
@@ -263,96 +277,11 @@ def _gate_residual_backward_fake(dout, y, gate, idx, layout, rows_per_group, val
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# autograd
+# autograd: registered in C++ (csrc/ops.cpp, the Autograd key), so that an eager call runs no Python autograd
+# kernel and its backward no Python at all. The forward operators' formulas save x, the parameters (fp32 master
+# weights rounded once to x's dtype) and the fp32 chunk checkpoints, not h; the backward operators raise on a
+# second derivative ("double backward ... is not supported") instead of silently dropping terms.
 # ---------------------------------------------------------------------------------------------------------------
-
-
-class _NotTwiceDifferentiable(torch.autograd.Function):
-    """Runs a hawk backward operator while autograd records the backward (``create_graph=True``): its results
-    then carry a node whose own backward raises, so that a double backward fails loudly instead of silently
-    missing the second-order terms through hawk's kernels. Only used when grad mode is on inside the backward;
-    the ordinary backward calls the operator directly (no overhead)."""
-
-    @staticmethod
-    def forward(ctx, what, op, *args):
-        ctx.what = what
-        return op(*args)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError(
-            f"hawk_torch: double backward through {ctx.what} is not supported: hawk's backward kernels are not "
-            "differentiable, so a second derivative through them would silently miss terms. Differentiate "
-            f"{ctx.what} once (create_graph=False), or use a differentiable reference implementation where "
-            "second derivatives are needed.")
-
-
-def _backward_op(what: str, op, *args):
-    """``op(*args)``; differentiable only into an error when the backward itself is being recorded."""
-    if torch.is_grad_enabled():  # create_graph=True (autograd turns grad mode off in an ordinary backward)
-        return _NotTwiceDifferentiable.apply(what, op, *args)
-    return op(*args)
-
-
-def _rglru_setup_context(ctx, inputs, output):
-    (x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode, save_checkpoints,
-     validate) = inputs
-    _, _, checkpoints = output
-    ctx.save_for_backward(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints)
-    ctx.num_blocks = num_blocks
-    ctx.reset_mode = reset_mode
-    ctx.saved_checkpoints = save_checkpoints
-    ctx.validate = validate
-
-
-def _rglru_backward(ctx, dy, dh_final, _dcheckpoints):
-    if not ctx.saved_checkpoints:
-        raise RuntimeError("hawk::rglru_forward ran with save_checkpoints=False, so it has no backward; "
-                           "call hawk_torch.rglru (which saves them whenever a gradient is needed)")
-    x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints = ctx.saved_tensors
-    dy = torch.zeros_like(x) if dy is None else dy.to(x.dtype).contiguous()
-    if dh_final is not None:
-        dh_final = dh_final.to(torch.float32).contiguous()
-    want_dh0 = h0 is not None and ctx.needs_input_grad[9]
-    dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0 = _backward_op(
-        "hawk_torch.rglru", _ops.rglru_backward, x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens,
-        checkpoints, dy, dh_final, ctx.num_blocks, ctx.reset_mode, want_dh0, ctx.validate)
-    fused = Wx is not None
-    return (
-        dx,
-        dWx.to(Wx.dtype) if fused else None,
-        dbx.view(bx.shape) if fused else None,
-        dWa.to(Wa.dtype) if fused else None,
-        dba.view(ba.shape) if fused else None,
-        None if fused else dgx,
-        None if fused else dga,
-        da_param.view(a_param.shape),
-        None,  # reset
-        dh0 if want_dh0 else None,
-        None, None, None, None, None,
-    )
-
-
-torch.library.register_autograd("hawk::rglru_forward", _rglru_backward, setup_context=_rglru_setup_context)
-
-
-def _gate_residual_setup_context(ctx, inputs, output):
-    residual, y, gate, idx, layout, rows_per_group, validate = inputs
-    ctx.save_for_backward(y, gate, idx)
-    ctx.layout, ctx.rows_per_group, ctx.validate = layout, rows_per_group, validate
-
-
-def _gate_residual_backward(ctx, dout):
-    y, gate, idx = ctx.saved_tensors
-    dout = dout.to(y.dtype).contiguous()
-    dy, dgate = _backward_op("hawk_torch.gate_residual", _ops.gate_residual_backward, dout, y, gate, idx,
-                             ctx.layout, ctx.rows_per_group, ctx.validate)
-    # d residual = d out: no copy.
-    return dout, dy, dgate.to(gate.dtype), None, None, None, None
-
-
-torch.library.register_autograd("hawk::gate_residual_forward", _gate_residual_backward,
-                                setup_context=_gate_residual_setup_context)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -466,10 +395,10 @@ def rglru(
         _check_tensor(where, "h0", h0, x.device, contiguous=False)
         _check_shape(where, "h0", h0, (n, width))
         h0 = _as_float32(h0)
+    args = (x, Wx, bx, Wa, ba, gx, ga, a_param, flags, h0, cu_seqlens, num_blocks, reset_mode)
     inputs = (x, Wx, bx, Wa, ba, gx, ga, a_param, h0)
     save = torch.is_grad_enabled() and any(v is not None and v.requires_grad for v in inputs)
-    y, h_final, _ = _ops.rglru_forward(x, Wx, bx, Wa, ba, gx, ga, a_param, flags, h0, cu_seqlens, num_blocks,
-                                       reset_mode, save, validate)
+    y, h_final, _ = _RGLRU_FORWARD(*args, save, validate)
     return y, h_final
 
 
@@ -589,6 +518,8 @@ def gate_residual(
             _fail(where, "layout='uniform' needs rows_per_group >= 1 (idx[r] == r // rows_per_group)")
     else:
         rows_per_group = 0
-    out = _ops.gate_residual_forward(residual.reshape(rows, dim), y.reshape(rows, dim), gate, idx,
-                                     _LAYOUTS[layout], int(rows_per_group), validate)
+    if residual.dim() == 2:  # already [N, D]: no reshapes and views (dispatcher calls, autograd nodes) per call
+        return _GATE_RESIDUAL_FORWARD(residual, y, gate, idx, _LAYOUTS[layout], int(rows_per_group), validate)
+    out = _GATE_RESIDUAL_FORWARD(residual.reshape(rows, dim), y.reshape(rows, dim), gate, idx, _LAYOUTS[layout],
+                                 int(rows_per_group), validate)
     return out.view(residual.shape)

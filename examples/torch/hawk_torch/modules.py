@@ -2,6 +2,8 @@
 
 Same constructor, parameter names and shapes (``input_gate.w [H, w, w]``, ``input_gate.b [H, w]``,
 ``a_gate.w``, ``a_gate.b``, ``a_param [W]``), so a recurrentgemma state dict loads with ``load_state_dict``;
+so does a Hugging Face transformers one (``input_gate_weight``, ``recurrent_param``, ...: see _checkpoints.py), and
+``RGLRU.from_transformers_state_dict`` builds the layer from one;
 same call, ``forward(x, segment_pos, cache=None, return_cache=True) -> (y, last_h)``, where a token with
 ``segment_pos == 0`` starts a new document and ``cache`` (fp32 ``[B, W]``) is the state to continue.
 """
@@ -14,6 +16,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from . import _checkpoints
 from ._ops import rglru, rglru_decode_
 
 
@@ -47,6 +50,15 @@ class BlockDiagonalLinear(nn.Module):
         return y.flatten(-2)
 
 
+def _accept_transformers_names(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                               error_msgs) -> None:
+    """load_state_dict pre-hook of RGLRU: transformers' names under this layer's prefix become ours."""
+    renamed = _checkpoints.rename_transformers_keys(state_dict, prefix)
+    if renamed.keys() != state_dict.keys():  # load_state_dict hands its hooks its own copy: edit it in place
+        state_dict.clear()
+        state_dict.update(renamed)
+
+
 class RGLRU(nn.Module):
     """The Real-Gated Linear Recurrent Unit (Griffin / Hawk) on hawk's fused kernels.
 
@@ -64,6 +76,21 @@ class RGLRU(nn.Module):
         self.input_gate = BlockDiagonalLinear(width, num_heads, w_init_variance_scale, device=device, dtype=dtype)
         self.a_gate = BlockDiagonalLinear(width, num_heads, w_init_variance_scale, device=device, dtype=dtype)
         self.reset_parameters()
+        self.register_load_state_dict_pre_hook(_accept_transformers_names)
+
+    @classmethod
+    def from_transformers_state_dict(cls, state_dict, prefix: str = "", device: Optional[torch.device] = None,
+                                     dtype: Optional[torch.dtype] = None) -> "RGLRU":
+        """The layer holding the RG-LRU of a Hugging Face transformers RecurrentGemma state dict.
+
+        ``prefix`` selects one layer of a whole model, e.g. ``"model.layers.0.temporal_block.rg_lru."``; width and
+        heads come from the tensors' shapes. ``load_state_dict`` on an existing layer accepts transformers' names
+        as well (the values need no change: see hawk_torch/_checkpoints.py)."""
+        width, num_heads = _checkpoints.transformers_layer_shape(state_dict, prefix)
+        layer = cls(width, num_heads, device=device, dtype=dtype)
+        own = {name[len(prefix):]: value for name, value in state_dict.items() if name.startswith(prefix)}
+        layer.load_state_dict(_checkpoints.rename_transformers_keys(own))
+        return layer
 
     def reset_parameters(self) -> None:
         self.input_gate.reset_parameters()

@@ -11,7 +11,9 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # examples/torch: hawk_torch
+# HAWK_TORCH_TEST_INSTALLED=1 (run_wheel_check_on_gpu.sh): test the installed package, not this checkout's.
+if os.environ.get("HAWK_TORCH_TEST_INSTALLED") != "1":
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # examples/torch: hawk_torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # reference.py, support.py
 
 

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
+
 import pytest
 import torch
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def skip_module_without_cuda() -> None:
+    """Called by a test module before it imports hawk_torch, whose import raises ImportError without a GPU: the
+    module's tests are then reported skipped. With a GPU a failing import stays an error (never skipped)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (importing hawk_torch needs one)", allow_module_level=True)
 
 #: relative L2 tolerances against float64, as in the C++ suite: outputs / row gradients in storage precision
 #: (a few ulps), parameter gradients accumulated in fp32 (tf32 products for 16-bit inputs).
@@ -38,3 +48,15 @@ def fused_parameters(width, num_blocks, device="cuda"):
 
 def reset_flags(batch, length, probability=0.05, device="cuda"):
     return torch.rand(batch, length, device=device) < probability
+
+
+def load_standalone(name: str):
+    """hawk_torch/<name>.py loaded on its own, without importing the package (whose import needs a GPU): for the
+    CPU tests of the modules written to allow it (_buildconf, _checkpoints, _build_info). From the package the
+    tests import: the checkout's, or the installed one under HAWK_TORCH_TEST_INSTALLED=1."""
+    package = importlib.util.find_spec("hawk_torch")  # finds the package without running its __init__
+    path = pathlib.Path(package.submodule_search_locations[0]) / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"hawk_torch_standalone_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

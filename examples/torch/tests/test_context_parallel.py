@@ -18,9 +18,13 @@ import sys
 import pytest
 import torch
 
-import hawk_torch
-from hawk_torch import context_parallel as cp
-from support import a_param_values, requires_cuda, uniform
+from support import skip_module_without_cuda
+
+skip_module_without_cuda()  # before importing hawk_torch, which needs a GPU
+
+import hawk_torch  # noqa: E402
+from hawk_torch import context_parallel as cp  # noqa: E402
+from support import a_param_values, requires_cuda, uniform  # noqa: E402
 
 CORRECTION_TOKENS = 512
 

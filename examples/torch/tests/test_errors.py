@@ -10,8 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-import hawk_torch
-from support import fused_parameters, requires_cuda, uniform
+from support import skip_module_without_cuda
+
+skip_module_without_cuda()  # before importing hawk_torch, which needs a GPU
+
+import hawk_torch  # noqa: E402
+from support import fused_parameters, requires_cuda, uniform  # noqa: E402
 
 pytestmark = requires_cuda
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import torch
 
-import hawk_torch
-from reference import ReferenceRGLRU, relative_l2, rglru_reference
-from support import PARAMETER_TOLERANCE, STATE_TOLERANCE, STORAGE_TOLERANCE, requires_cuda, uniform
+from support import skip_module_without_cuda
+
+skip_module_without_cuda()  # before importing hawk_torch, which needs a GPU
+
+import hawk_torch  # noqa: E402
+from reference import ReferenceRGLRU, relative_l2, rglru_reference  # noqa: E402
+from support import PARAMETER_TOLERANCE, STATE_TOLERANCE, STORAGE_TOLERANCE, requires_cuda, uniform  # noqa: E402
 
 pytestmark = requires_cuda
 

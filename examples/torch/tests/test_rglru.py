@@ -6,10 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-import hawk_torch
-from support import (PARAMETER_TOLERANCE, STATE_TOLERANCE, STORAGE_TOLERANCE, a_param_values, fused_parameters,
-                      requires_cuda, reset_flags, uniform)
-from reference import relative_l2, rglru_reference
+from support import skip_module_without_cuda
+
+skip_module_without_cuda()  # before importing hawk_torch, which needs a GPU
+
+import hawk_torch  # noqa: E402
+from support import (  # noqa: E402
+    PARAMETER_TOLERANCE, STATE_TOLERANCE, STORAGE_TOLERANCE, a_param_values, fused_parameters, requires_cuda,
+    reset_flags, uniform)
+from reference import relative_l2, rglru_reference  # noqa: E402
 
 pytestmark = requires_cuda
 
