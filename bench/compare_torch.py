@@ -50,7 +50,8 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "examples" / "torch"))
+if os.environ.get("HAWK_TORCH_TEST_INSTALLED") != "1":  # else the installed wheel (run_wheel_check_on_gpu.sh)
+    sys.path.insert(0, str(REPO / "examples" / "torch"))
 
 torch = None  # imported by load_backends(), so that --plot-from runs without torch or a GPU
 hawk_torch = None

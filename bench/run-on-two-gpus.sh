@@ -2,7 +2,9 @@
 # One device call on a two-GPU machine (nvidia-h200-x2) that does what a kernel change needs, side by side:
 #   build (CMake, Release, every target) while the PyTorch extension builds;
 #   GPU 0: the whole ctest suite, then every benchmark (bench/run-on-gpu.sh --skip-tests);
-#   GPU 1: the PyTorch pytest suite, then compute-sanitizer over the GPU suites until DEADLINE seconds after the
+#   GPU 1: the PyTorch wheel built and installed into a fresh environment, the whole pytest suite against it
+#          (examples/torch/run_wheel_check_on_gpu.sh) and its host cost (bench/compare_torch.py --host-cost-only,
+#          then --profile), then compute-sanitizer over the GPU suites until DEADLINE seconds after the
 #          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
 #          HAWK_SANITIZE_FILTER, a regular expression the test case names must match); once GPU 0 has finished the
 #          benchmarks, the sanitizer's processes spread over both GPUs.
@@ -28,12 +30,12 @@ if [ ! -d /opt/catch2/usr/include/catch2 ]; then
 fi
 nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpu.txt"
 
-# The PyTorch extension builds beside the CMake build (both use every core; ninja shares them fairly enough).
+# The PyTorch wheel builds beside the CMake build (both use every core; ninja shares them fairly enough), then
+# GPU 1 tests it.
 (
-  export PYTHONPATH="$here/examples/torch${PYTHONPATH:+:$PYTHONPATH}" HAWK_TORCH_BUILD_DIR="$here/build-torch"
-  export MAX_JOBS=$(( $(nproc) / 2 )) CUDA_VISIBLE_DEVICES=1
-  python3 -c "import hawk_torch" > "$out/torch-build.log" 2>&1
-  echo $? > "$out/torch-build.rc"
+  export CUDA_VISIBLE_DEVICES=1 TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(( $(nproc) / 2 ))
+  bash examples/torch/run_wheel_check_on_gpu.sh "$out/wheel" > "$out/torch-wheel.log" 2>&1
+  echo $? > "$out/torch-wheel.rc"
 ) &
 torch_build=$!
 
@@ -62,17 +64,18 @@ gpu0=$!
 echo "1" > "$out/sanitize-gpus"
 (
   export CUDA_VISIBLE_DEVICES=1
-  wait $torch_build
-  t0=$(date +%s)
-  if [ "$(cat "$out/torch-build.rc")" = 0 ]; then
-    PYTHONPATH="$here/examples/torch" HAWK_TORCH_BUILD_DIR="$here/build-torch" \
-      timeout $(( $(left) - 200 )) python3 -m pytest -q -p no:cacheprovider examples/torch/tests \
-      > "$out/torch-pytest.log" 2>&1
-    echo "pytest rc $? in $(( $(date +%s) - t0 )) s" > "$out/pytest.summary"
-  else
-    echo "torch build failed" > "$out/pytest.summary"
+  while [ ! -f "$out/torch-wheel.rc" ]; do sleep 2; done  # the wheel job is a sibling: wait cannot see it
+  echo "wheel check rc $(cat "$out/torch-wheel.rc")" > "$out/pytest.summary"
+  grep -E "wheel built|passed|failed|FAILED" "$out/torch-wheel.log" | tail -n 6 >> "$out/pytest.summary"
+  if [ -s "$out/wheel/venv-python" ]; then
+    t0=$(date +%s)
+    HAWK_TORCH_TEST_INSTALLED=1 timeout $(( $(left) - 250 )) "$(cat "$out/wheel/venv-python")" bench/compare_torch.py \
+      --host-cost-only --json "$out/host_cost.json" --png "$out/host_cost.png" > "$out/host_cost.log" 2>&1
+    echo "host cost rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
+    HAWK_TORCH_TEST_INSTALLED=1 timeout $(( $(left) - 230 )) "$(cat "$out/wheel/venv-python")" bench/compare_torch.py \
+      --host-cost-only --profile --json "$out/host_profile.json" --png "$out/host_profile.png" > "$out/host_profile.log" 2>&1
+    echo "profile rc $?" >> "$out/pytest.summary"
   fi
-  tail -n 5 "$out/torch-pytest.log" >> "$out/pytest.summary" 2>/dev/null
   exes=$(ls build-gpu/tests/gpu/*/hawk_gpu_* build-gpu/tests/hawk_gpu_* 2>/dev/null)
   if [ -n "${HAWK_SANITIZE_SUITES:-}" ]; then
     chosen=""; for exe in $exes; do for suite in $HAWK_SANITIZE_SUITES; do

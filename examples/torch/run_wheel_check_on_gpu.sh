@@ -62,6 +62,7 @@ if sys.prefix != sys.base_prefix:
     print("added", site.getsitepackages(), "to", inner)
 EOF
 vpython="$work/venv/bin/python"
+echo "$vpython" > "$out/venv-python"  # for what runs after this script against the installed wheel
 "$vpython" -m pip install --no-deps --no-build-isolation --no-index "$wheel" >> "$out/install.log" 2>&1 ||
   fail "pip install of the wheel (log: $out/install.log)"
 
