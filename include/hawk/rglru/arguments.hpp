@@ -28,25 +28,11 @@
 #include <cstdint>
 
 #include "hawk/core/dtype.hpp"
-#include "hawk/rglru/reset_policy.hpp"
+#include "hawk/rglru/checkpoint_layout.hpp"
+#include "hawk/rglru/modes.hpp"
 
 namespace hawk {
 namespace rglru {
-
-//! Fused: the kernel projects gx, ga from x with the block-diagonal Wx, Wa (tensor cores, fp32 accumulate).
-//! GateLogits: the caller passes gx, ga already projected (bias included).
-enum class GateMode : int { kFused, kGateLogits };
-
-//! Rows of the checkpoint matrix for T tokens in N sequences with chunks of C tokens.
-inline std::int64_t checkpoint_rows(std::int64_t num_tokens, std::int64_t num_sequences, std::int64_t chunk) {
-  return num_tokens / chunk + num_sequences;
-}
-
-//! Row of the checkpoint matrix for sequence n (starting at token `sequence_start`), chunk j.
-inline constexpr std::int64_t checkpoint_row(std::int64_t sequence_start, std::int64_t n, std::int64_t j,
-                                             std::int64_t chunk) {
-  return sequence_start / chunk + n + j;
-}
 
 //! The problem's shape, common to forward and backward.
 struct ProblemShape {

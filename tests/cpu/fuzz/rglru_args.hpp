@@ -13,7 +13,7 @@
 #include "fuzz.hpp"
 #include "hawk/core/dtype.hpp"
 #include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/reset_policy.hpp"
+#include "hawk/rglru/modes.hpp"
 
 namespace hawk_fuzz {
 namespace rglru_fuzz {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "forward_test_support.cuh"
-#include "hawk/rglru/backward.cuh"
+#include "hawk/rglru/operators/backward.cuh"
 #include "hawk/rglru/backward_dispatch.cuh"
 
 namespace rglru_backward_test {

@@ -4,7 +4,7 @@
 //! chunks in reverse. For chunk j it
 //!   (A) streams in the chunk's inputs (cp.async, the previous chunk's loads in flight meanwhile) and reads the
 //!       forward's fp32 checkpoint, the carry entering chunk j;
-//!   (P) fused mode: recomputes gx, ga with the forward's own projection code (projection.cuh), so the gates
+//!   (P) fused mode: recomputes gx, ga with the forward's own projection code (block/projection.cuh), so the gates
 //!       are the forward's bits;
 //!   (B) all threads: a_bar, u = token_gates(...) for the [TimeChunk, WidthTile] tile;
 //!   (C) one thread per channel replays the forward recurrence through the chunk in fp32 (`recurrence_step`,
@@ -23,7 +23,7 @@
 //!
 //! Nothing of size T·W is read from the forward besides x and dy: h is recomputed. Outputs: gate-logits mode
 //! writes dx, dgx, dga in the element type; fused mode writes fp32 dgx, dga and dx (direct path) to the
-//! workspace for the product kernels (backward_projection_kernel.cuh).
+//! workspace for the product kernels (kernels/backward_projection_kernels.cuh).
 //!
 //! Skipped sequences (`sequence_extent`: padding slot -1, or with the device checks off offsets / a slot out of
 //! range): nothing of them is read (dy, x, gates, checkpoints, dh_final) or written (row gradients, dh0); their
@@ -38,14 +38,15 @@
 
 #include <cstdint>
 
+#include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
-#include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/async_copy.cuh"
-#include "hawk/rglru/backward_config.cuh"
+#include "hawk/rglru/block/projection.cuh"
+#include "hawk/rglru/block/sequence_extent.cuh"
+#include "hawk/rglru/block/token_loader.cuh"
+#include "hawk/rglru/checkpoint_layout.hpp"
+#include "hawk/rglru/config.cuh"
 #include "hawk/rglru/gate_math.hpp"
-#include "hawk/rglru/projection.cuh"
-#include "hawk/rglru/sequence_extent.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -108,23 +109,23 @@ constexpr int kScanBatch = 16;
 //! its small x, gx, ga tiles. dy and the reset flags are always double-buffered.
 template <class Config>
 struct ScanLayout {
-  using Forward = typename Config::Forward;
+  using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
   static constexpr int kC = Config::kTimeChunk;
   static constexpr int kWT = Config::kWidthTile;
   static constexpr int kInputStages = Config::kFused ? 1 : 2;
   //! The forward's input stage: fused = x rows of the block; gate-logits = x, gx, ga tiles.
-  static constexpr std::size_t kInputBytes = Forward::kStageBytes;
+  static constexpr std::size_t kInputBytes = PairedForward::kStageBytes;
   static constexpr std::size_t kDyBytes = detail::round_up_bytes(sizeof(Element) * kC * kWT);
   static constexpr std::size_t kTileBytes = detail::round_up_bytes(sizeof(float) * kC * kWT);
   static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(kC));
 
   static constexpr std::size_t kWeightOffset = 0;  // fused: [BlockWidth][kWeightStride] = [Wx tile | Wa tile]
-  static constexpr std::size_t kBiasOffset = kWeightOffset + Forward::kWeightBytes;  // fused: [bx tile | ba tile]
-  static constexpr std::size_t kInputOffset = kBiasOffset + Forward::kBiasBytes;
+  static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;  // fused: [bx tile | ba tile]
+  static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
   static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes * kInputStages;  // [2][C][WT] Element
   static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * 2;                 // fused: [C][kGateStride]
-  static constexpr std::size_t kGateBytes = Config::kFused ? Forward::kGateBytes : 0;
+  static constexpr std::size_t kGateBytes = Config::kFused ? PairedForward::kGateBytes : 0;
   static constexpr std::size_t kXOffset = kGateOffset + kGateBytes;  // fused: [C][WT] fp32 x of the tile
   static constexpr std::size_t kXBytes = Config::kFused ? kTileBytes : 0;
   static constexpr std::size_t kABarOffset = kXOffset + kXBytes;     // [C][WT]
@@ -149,29 +150,12 @@ __device__ __forceinline__ void load_backward_chunk(const BackwardScanParams<typ
                                                     std::uint8_t* reset_flags, std::int64_t begin,
                                                     std::int64_t chunk_start, std::int64_t length,
                                                     std::int64_t input_col0, std::int64_t col0, int thread) {
-  using Forward = typename Config::Forward;
-  constexpr int kVec = Forward::kVec;
+  using PairedForward = typename Config::PairedForward;
+  constexpr int kVec = PairedForward::kVec;
   constexpr int kC = Config::kTimeChunk;
   const std::int64_t W = p.width;
-  {
-    constexpr int kPiecesPerRow = Forward::kInputCols / kVec;
-    constexpr int kPieces = kC * kPiecesPerRow;
-#pragma unroll 4
-    for (int piece = thread; piece < kPieces; piece += Config::kThreads) {
-      const int row = piece / kPiecesPerRow;
-      const int col = (piece % kPiecesPerRow) * kVec;
-      const bool valid = chunk_start + row < length;
-      // A valid address even for zero-filled rows: the sequence's first row.
-      const std::int64_t offset = (begin + (valid ? chunk_start + row : 0)) * W + input_col0 + col;
-      auto* destination = inputs + row * Forward::kInputStride + col;
-      cp_async_16(destination, p.x + offset, valid);
-      if constexpr (!Config::kFused) {
-        constexpr int kPlane = kC * Forward::kInputStride;
-        cp_async_16(destination + kPlane, p.gx + offset, valid);
-        cp_async_16(destination + 2 * kPlane, p.ga + offset, valid);
-      }
-    }
-  }
+  // x (and gx, ga) rows exactly as the forward stages them: the same projection reads them (P).
+  detail::load_chunk<PairedForward>(p.x, p.gx, p.ga, W, inputs, begin, chunk_start, length, input_col0, thread);
   {
     constexpr int kPiecesPerRow = Config::kWidthTile / kVec;
     constexpr int kPieces = kC * kPiecesPerRow;
@@ -190,46 +174,21 @@ __device__ __forceinline__ void load_backward_chunk(const BackwardScanParams<typ
   }
 }
 
-//! Load the CTA's weight slices (row k = [Wx[blk][k][tile] | Wa[blk][k][tile]], the forward's layout) and biases.
-template <class Config>
-__device__ __forceinline__ void load_backward_weights(const BackwardScanParams<typename Config::Element>& p,
-                                                      typename Config::Element* weights, float* bias, int block,
-                                                      int col_in_block, int thread) {
-  using Forward = typename Config::Forward;
-  constexpr int kVec = Forward::kVec;
-  constexpr int kW = Config::kBlockWidth;
-  constexpr int kWT = Config::kWidthTile;
-  constexpr int kPiecesPerHalf = kWT / kVec;
-  constexpr int kPieces = kW * 2 * kPiecesPerHalf;
-  for (int piece = thread; piece < kPieces; piece += Config::kThreads) {
-    const int k = piece / (2 * kPiecesPerHalf);
-    const int part = piece % (2 * kPiecesPerHalf);
-    const bool gate_a = part >= kPiecesPerHalf;
-    const int col = (part % kPiecesPerHalf) * kVec;
-    const auto* source = (gate_a ? p.Wa : p.Wx) + (static_cast<std::int64_t>(block) * kW + k) * kW + col_in_block + col;
-    cp_async_16(weights + k * Forward::kWeightStride + (gate_a ? kWT : 0) + col, source, true);
-  }
-  for (int c = thread; c < 2 * kWT; c += Config::kThreads) {
-    const std::int64_t source = static_cast<std::int64_t>(block) * kW + col_in_block + (c % kWT);
-    bias[c] = c < kWT ? p.bx[source] : p.ba[source];
-  }
-}
-
 }  // namespace backward_detail
 
 //! One CTA per (sequence n, width tile), flattened: blockIdx.x = n · width_tiles + tile (as the forward).
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads)
     backward_scan_kernel(const BackwardScanParams<typename Config::Element> p) {
-  using Forward = typename Config::Forward;
+  using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
   using Policy = typename Config::ResetPolicy;
   using Layout = backward_detail::ScanLayout<Config>;
   constexpr int kC = Config::kTimeChunk;
   constexpr int kWT = Config::kWidthTile;
   constexpr int kV = Config::kChannelVector;
-  constexpr int kGS = Forward::kGateStride;
-  constexpr int kIS = Forward::kInputStride;
+  constexpr int kGS = PairedForward::kGateStride;
+  constexpr int kIS = PairedForward::kInputStride;
   constexpr int kInputElements = static_cast<int>(Layout::kInputBytes / sizeof(Element));
   constexpr int kDyElements = static_cast<int>(Layout::kDyBytes / sizeof(Element));
   constexpr int kResetStride = static_cast<int>(Layout::kResetBytes);
@@ -298,13 +257,14 @@ __global__ void __launch_bounds__(Config::kThreads)
   const int num_chunks = static_cast<int>((length + kC - 1) / kC);
 
   // Fused: where the CTA's channels sit in their block, and the block's x columns it stages.
-  int col_in_block = 0;
-  std::int64_t input_col0 = col0;
+  const detail::TileColumns columns = detail::tile_columns<PairedForward>(col0);
+  const int col_in_block = columns.col_in_block;
+  const std::int64_t input_col0 = columns.input_col0;
   if constexpr (Config::kFused) {
-    const int block = static_cast<int>(col0 / Config::kBlockWidth);
-    col_in_block = static_cast<int>(col0 % Config::kBlockWidth);
-    input_col0 = static_cast<std::int64_t>(block) * Config::kBlockWidth;
-    if (num_chunks > 0) backward_detail::load_backward_weights<Config>(p, weights, bias, block, col_in_block, thread);
+    if (num_chunks > 0) {
+      detail::load_weights<PairedForward>(p.Wx, p.Wa, weights, columns.block, col_in_block, thread);
+      detail::load_bias<PairedForward>(p.bx, p.ba, bias, columns.block, col_in_block, thread);
+    }
   }
   // Chunk j's inputs live in input stage j % kInputStages, its dy and reset flags in slot j % 2.
   auto issue_chunk = [&](int chunk) {
@@ -339,13 +299,7 @@ __global__ void __launch_bounds__(Config::kThreads)
 
     // ---- (P) fused: gx | ga = x · [Wx | Wa](:, tile) + [bx | ba], the forward's own projection ---------------
     if constexpr (Config::kFused) {
-      if constexpr (Forward::kTensorCores) {
-        block_mma_project<Element, kC, Forward::kProjCols, Config::kBlockWidth, Forward::kMmaWarpsM,
-                          Forward::kMmaWarpsN>(inputs, kIS, weights, Forward::kWeightStride, bias, gates, kGS, thread);
-      } else {
-        block_simt_project<kC, Forward::kProjCols, Config::kBlockWidth, Config::kThreads, Forward::kSimtRows>(
-            inputs, kIS, weights, Forward::kWeightStride, bias, gates, kGS, thread);
-      }
+      project_chunk<PairedForward>(inputs, weights, bias, gates, thread);
       __syncthreads();
     }
 

@@ -46,15 +46,14 @@
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
 #include "hawk/core/workspace.hpp"
-#include "hawk/gate_residual/argument_checks.hpp"
 #include "hawk/gate_residual/arguments.hpp"
-#include "hawk/gate_residual/backward_kernel.cuh"
-#include "hawk/gate_residual/dgate_reduce_kernel.cuh"
-#include "hawk/gate_residual/index_layout.cuh"
-#include "hawk/gate_residual/index_validation.cuh"
-#include "hawk/gate_residual/policy.cuh"
-#include "hawk/gate_residual/vector_access.cuh"
-#include "hawk/gate_residual/workspace.hpp"
+#include "hawk/gate_residual/block/vector_access.cuh"
+#include "hawk/gate_residual/config.hpp"
+#include "hawk/gate_residual/kernels/backward_kernel.cuh"
+#include "hawk/gate_residual/kernels/dgate_reduce_kernel.cuh"
+#include "hawk/gate_residual/kernels/index_checks_kernels.cuh"
+#include "hawk/gate_residual/operators/checks.hpp"
+#include "hawk/gate_residual/operators/chunk_table.cuh"
 
 namespace hawk {
 namespace gate_residual {
@@ -122,7 +121,7 @@ class Backward {
   //! then reports the error).
   static std::size_t workspace_size(const BackwardArguments& args) {
     if (!can_implement(args).ok()) return 0;
-    detail::WorkspaceCarver carver(nullptr);
+    WorkspaceCarver carver(nullptr);
     Buffers buffers;
     if (!carve(carver, args, buffers).ok()) return 0;
     return carver.bytes();
@@ -141,13 +140,13 @@ class Backward {
     const ProblemShape& shape = args.shape;
     std::size_t needed = 0;
     {
-      detail::WorkspaceCarver measure(nullptr);
+      WorkspaceCarver measure(nullptr);
       Buffers unused;
       HAWK_RETURN_IF_ERROR(carve(measure, args, unused));
       needed = measure.bytes();
     }
     HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, needed, "gate_residual::Backward"));
-    detail::WorkspaceCarver carver(workspace);
+    WorkspaceCarver carver(workspace);
     Buffers buffers;
     HAWK_RETURN_IF_ERROR(carve(carver, args, buffers));
     HAWK_RETURN_IF_ERROR(begin_device_checks(buffers.checks, stream));
@@ -174,7 +173,7 @@ class Backward {
            is_aligned(args.gate, detail::Fragment<Gate, kVec>::kWordBytes) && dgate_aligned;
   }
 
-  static Status carve(detail::WorkspaceCarver& carver, const BackwardArguments& args, Buffers& buffers) {
+  static Status carve(WorkspaceCarver& carver, const BackwardArguments& args, Buffers& buffers) {
     const ProblemShape& shape = args.shape;
     // The check word first, at offset 0, so that hawk::read_device_checks(workspace) finds it.
     buffers.checks = reinterpret_cast<unsigned*>(carver.take<unsigned char>(kDeviceCheckBytes));
@@ -198,7 +197,7 @@ class Backward {
     if (args.layout == IndexLayout::kUniform) {
       if (shape.validate_indices) {
         detail::check_uniform_layout_kernel<Index>
-            <<<detail::validation_blocks(shape.num_rows), detail::kValidationThreads, 0, stream>>>(
+            <<<device_check_blocks(shape.num_rows), kDeviceCheckThreads, 0, stream>>>(
                 idx, shape.num_rows, shape.num_gate_rows, args.rows_per_group, buffers.checks);
         HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::check_uniform_layout_kernel"));
       }

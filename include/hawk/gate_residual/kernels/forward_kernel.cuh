@@ -22,8 +22,8 @@
 
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
-#include "hawk/gate_residual/flat_index.cuh"
-#include "hawk/gate_residual/vector_access.cuh"
+#include "hawk/gate_residual/block/flat_index.cuh"
+#include "hawk/gate_residual/block/vector_access.cuh"
 
 namespace hawk {
 namespace gate_residual {

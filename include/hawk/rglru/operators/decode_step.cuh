@@ -1,6 +1,6 @@
 #pragma once
 //! \file
-//! `DecodeStep<Config>`: the RG-LRU operator for one new token per sequence (decode_step_kernel.cuh), with the
+//! `DecodeStep<Config>`: the RG-LRU operator for one new token per sequence (kernels/decode_step_kernel.cuh), with the
 //! same interface as `Forward<Config>` (can_implement, workspace_size, run) and the same bits.
 //!
 //! It applies to dense batches of exactly one token per sequence (`shape.cu_seqlens == nullptr`, `num_tokens ==
@@ -18,8 +18,10 @@
 #include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/config.cuh"
-#include "hawk/rglru/decode_step_kernel.cuh"
-#include "hawk/rglru/forward.cuh"
+#include "hawk/rglru/kernels/decode_step_kernel.cuh"
+#include "hawk/rglru/operators/checks.hpp"
+#include "hawk/rglru/operators/index_checks.cuh"
+#include "hawk/rglru/operators/lowering.hpp"
 
 namespace hawk {
 namespace rglru {
@@ -42,14 +44,17 @@ class DecodeStep {
   static Status can_implement(const ForwardArguments& args) {
     // The forward's host checks, then the decode shape, then the device: the query of the device comes last, and
     // it asks for the decode kernel's own footprint, a fraction of the forward's.
-    HAWK_RETURN_IF_ERROR(Forward<Config>::check_host(args));
+    HAWK_RETURN_IF_ERROR(check_forward_config<Config>(args));
     HAWK_REQUIRE(applies(args), StatusCode::kInvalidArgument,
                  "DecodeStep takes a dense batch of one token per sequence (cu_seqlens null, num_tokens == "
                  "num_sequences, seq_len 1) without checkpoints or decay; use Forward<Config> for anything else");
-    return Forward<Config>::check_shared_memory(DecodeStepLayout<Config>::kSharedBytes);
+    return check_shared_memory(DecodeStepLayout<Config>::kSharedBytes);
   }
 
-  static std::size_t workspace_size(const ForwardArguments& args) { return Forward<Config>::workspace_size(args); }
+  //! The device checks' workspace, as Forward<Config>'s: the same DeviceCheckLayout.
+  static std::size_t workspace_size(const ForwardArguments& args) {
+    return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+  }
 
   //! Check on the host, launch the device checks (if asked) and the kernel; as Forward<Config>::run.
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
@@ -57,14 +62,14 @@ class DecodeStep {
     HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::DecodeStep"));
     unsigned int* checks = nullptr;
     HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
-    const ForwardParams<Element> params = Forward<Config>::make_params(args, checks);
+    const ForwardParams<Element> params = make_forward_params<Config>(args, checks);
     const auto kernel = decode_step_kernel<Config>;
     constexpr std::size_t kShared = DecodeStepLayout<Config>::kSharedBytes;
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(kShared)));
     const std::int64_t groups = (args.shape.num_sequences + Config::kTimeChunk - 1) / Config::kTimeChunk;
     const auto ctas = static_cast<unsigned int>(groups * params.width_tiles);
-    kernel<<<ctas, Config::kThreads, kShared, stream>>>(params, args.shape.num_sequences);
+    kernel<<<ctas, Config::kProducerThreads, kShared, stream>>>(params, args.shape.num_sequences);
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::decode_step_kernel"));
     return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
   }

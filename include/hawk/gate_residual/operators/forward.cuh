@@ -35,13 +35,12 @@
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
 #include "hawk/core/workspace.hpp"
-#include "hawk/gate_residual/argument_checks.hpp"
 #include "hawk/gate_residual/arguments.hpp"
-#include "hawk/gate_residual/forward_kernel.cuh"
-#include "hawk/gate_residual/index_validation.cuh"
-#include "hawk/gate_residual/policy.cuh"
-#include "hawk/gate_residual/vector_access.cuh"
-#include "hawk/gate_residual/workspace.hpp"
+#include "hawk/gate_residual/block/vector_access.cuh"
+#include "hawk/gate_residual/config.hpp"
+#include "hawk/gate_residual/kernels/forward_kernel.cuh"
+#include "hawk/gate_residual/kernels/index_checks_kernels.cuh"
+#include "hawk/gate_residual/operators/checks.hpp"
 
 namespace hawk {
 namespace gate_residual {
@@ -89,7 +88,7 @@ class Forward {
   //! Bytes of device workspace run() needs: when idx is validated, the check word (kDeviceCheckBytes) and, for
   //! kContiguousSegments, a G-entry table of run starts; else nothing.
   static std::size_t workspace_size(const ForwardArguments& args) {
-    detail::WorkspaceCarver carver(nullptr);
+    WorkspaceCarver carver(nullptr);
     carve(carver, args);
     return carver.bytes();
   }
@@ -107,7 +106,7 @@ class Forward {
     const std::size_t needed = workspace_size(args);
     HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, needed, "gate_residual::Forward"));
     const ProblemShape& shape = args.shape;
-    detail::WorkspaceCarver carver(workspace);
+    WorkspaceCarver carver(workspace);
     const Buffers buffers = carve(carver, args);
     const Index* idx = static_cast<const Index*>(args.idx);
     if (shape.validate_indices) HAWK_RETURN_IF_ERROR(launch_checks(args, buffers, stream));
@@ -139,7 +138,7 @@ class Forward {
   };
 
   //! The check word first, at offset 0, so that hawk::read_device_checks(workspace) finds it.
-  static Buffers carve(detail::WorkspaceCarver& carver, const ForwardArguments& args) {
+  static Buffers carve(WorkspaceCarver& carver, const ForwardArguments& args) {
     Buffers buffers;
     if (!args.shape.validate_indices) return buffers;
     buffers.checks = reinterpret_cast<unsigned*>(carver.take<unsigned char>(kDeviceCheckBytes));
@@ -152,23 +151,23 @@ class Forward {
   static Status launch_checks(const ForwardArguments& args, const Buffers& buffers, cudaStream_t stream) {
     const ProblemShape& shape = args.shape;
     const Index* idx = static_cast<const Index*>(args.idx);
-    const unsigned blocks = detail::validation_blocks(shape.num_rows);
+    const unsigned blocks = device_check_blocks(shape.num_rows);
     HAWK_RETURN_IF_ERROR(begin_device_checks(buffers.checks, stream));
     switch (args.layout) {
       case IndexLayout::kUniform:
-        detail::check_uniform_layout_kernel<Index><<<blocks, detail::kValidationThreads, 0, stream>>>(
+        detail::check_uniform_layout_kernel<Index><<<blocks, kDeviceCheckThreads, 0, stream>>>(
             idx, shape.num_rows, shape.num_gate_rows, args.rows_per_group, buffers.checks);
         return last_launch_status("gate_residual::check_uniform_layout_kernel");
       case IndexLayout::kContiguousSegments:
         HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(
             buffers.run_start, 0xFF, static_cast<std::size_t>(shape.num_gate_rows) * sizeof(std::int32_t), stream));
-        detail::check_contiguous_segments_kernel<Index><<<blocks, detail::kValidationThreads, 0, stream>>>(
+        detail::check_contiguous_segments_kernel<Index><<<blocks, kDeviceCheckThreads, 0, stream>>>(
             idx, shape.num_rows, shape.num_gate_rows, buffers.run_start, buffers.checks);
         return last_launch_status("gate_residual::check_contiguous_segments_kernel");
       case IndexLayout::kArbitrary:
         break;
     }
-    detail::check_index_range_kernel<Index><<<blocks, detail::kValidationThreads, 0, stream>>>(
+    detail::check_index_range_kernel<Index><<<blocks, kDeviceCheckThreads, 0, stream>>>(
         idx, shape.num_rows, shape.num_gate_rows, buffers.checks);
     return last_launch_status("gate_residual::check_index_range_kernel");
   }

@@ -15,8 +15,8 @@
 
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
-#include "hawk/gate_residual/flat_index.cuh"
-#include "hawk/gate_residual/index_layout.cuh"
+#include "hawk/gate_residual/block/chunk_map.cuh"
+#include "hawk/gate_residual/block/flat_index.cuh"
 
 namespace hawk {
 namespace gate_residual {

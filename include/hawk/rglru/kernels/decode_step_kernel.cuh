@@ -7,22 +7,25 @@
 //! once: row r of its tile is the token of sequence n0 + r, so the weights are loaded once per 64 sequences
 //! and the projection fills the MMA tile.
 //!
-//! Bits: a token's projection does not depend on the row it occupies in the MMA tile (projection.cuh: each
-//! output element is the same fixed-order dot product), its gates come from `token_gates` and its new state
-//! from one `recurrence_step`, exactly as in the forward kernel. So y and the new state equal, bit for bit, the
+//! Bits: a token's projection does not depend on the row it occupies in the MMA tile (block/projection.cuh: each
+//! output element is the same fixed-order dot product), its gate inputs come through the forward's
+//! `gate_inputs` and `token_gates`, and its new state from one `recurrence_step`, exactly as in the forward
+//! kernel (both kernels are made of the same block/ pieces). So y and the new state equal, bit for bit, the
 //! forward kernel's for the same arguments, and token-by-token decoding still equals one prefill call.
 
 #include <cstddef>
 #include <cstdint>
 
+#include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
-#include "hawk/rglru/async_copy.cuh"
+#include "hawk/rglru/block/gate_phase.cuh"
+#include "hawk/rglru/block/projection.cuh"
+#include "hawk/rglru/block/sequence_extent.cuh"
+#include "hawk/rglru/block/token_loader.cuh"
 #include "hawk/rglru/config.cuh"
-#include "hawk/rglru/forward_kernel.cuh"
 #include "hawk/rglru/gate_math.hpp"
-#include "hawk/rglru/projection.cuh"
-#include "hawk/rglru/sequence_extent.cuh"
+#include "hawk/rglru/kernels/forward_params.hpp"
 
 namespace hawk {
 namespace rglru {
@@ -40,15 +43,14 @@ struct DecodeStepLayout {
 
 //! One CTA per (group of TimeChunk sequences, width tile), flattened: blockIdx.x = group · width_tiles + tile.
 //! Dense batches of one token per sequence only (token n belongs to sequence n). Launched with
-//! Config::kThreads threads (no scan warps: a token's recurrence is one fused multiply-add).
+//! Config::kProducerThreads threads (no scan warps: a token's recurrence is one fused multiply-add).
 template <class Config>
-__global__ void __launch_bounds__(Config::kThreads)
+__global__ void __launch_bounds__(Config::kProducerThreads)
     decode_step_kernel(const ForwardParams<typename Config::Element> p, const std::int64_t num_sequences) {
   using Element = typename Config::Element;
   using Policy = typename Config::ResetPolicy;
   constexpr int kC = Config::kTimeChunk;
   constexpr int kWT = Config::kWidthTile;
-  constexpr int kGS = Config::kGateStride;
 
   extern __shared__ __align__(128) unsigned char shared[];
   Element* weights = reinterpret_cast<Element*>(shared + Config::kWeightOffset);
@@ -66,51 +68,28 @@ __global__ void __launch_bounds__(Config::kThreads)
   const std::int64_t rows = num_sequences - n0 < kC ? num_sequences - n0 : kC;
   const std::int64_t W = p.width;
 
-  int block = 0, col_in_block = 0;
-  std::int64_t input_col0 = col0;
+  const detail::TileColumns columns = detail::tile_columns<Config>(col0);
   if constexpr (Config::kFused) {
-    block = static_cast<int>(col0 / Config::kBlockWidth);
-    col_in_block = static_cast<int>(col0 % Config::kBlockWidth);
-    input_col0 = static_cast<std::int64_t>(block) * Config::kBlockWidth;
-    detail::load_weights<Config>(p, weights, block, col_in_block, thread);
-    for (int c = thread; c < Config::kProjCols; c += Config::kThreads) {
-      const std::int64_t source = static_cast<std::int64_t>(block) * Config::kBlockWidth + col_in_block + (c % kWT);
-      bias[c] = c < kWT ? p.bx[source] : p.ba[source];
-    }
+    detail::load_weights<Config>(p.Wx, p.Wa, weights, columns.block, columns.col_in_block, thread);
+    detail::load_bias<Config>(p.bx, p.ba, bias, columns.block, columns.col_in_block, thread);
   }
   // The tokens of sequences n0 .. n0 + rows - 1 are rows 0 .. rows - 1 of the token matrix from n0 on: the
   // forward's chunk loader with the group as the "sequence" (rows past the batch are zero-filled).
-  detail::load_chunk<Config>(p, stage, n0, 0, rows, input_col0, thread);
+  detail::load_chunk<Config>(p.x, p.gx, p.ga, p.width, stage, n0, 0, rows, columns.input_col0, thread);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();  // inputs, weights and bias visible to all
 
   if constexpr (Config::kFused) {
-    if constexpr (Config::kTensorCores) {
-      block_mma_project<Element, kC, Config::kProjCols, Config::kBlockWidth, Config::kMmaWarpsM, Config::kMmaWarpsN>(
-          stage, Config::kInputStride, weights, Config::kWeightStride, bias, gates, kGS, thread);
-    } else {
-      block_simt_project<kC, Config::kProjCols, Config::kBlockWidth, Config::kThreads, Config::kSimtRows>(
-          stage, Config::kInputStride, weights, Config::kWeightStride, bias, gates, kGS, thread);
-    }
+    project_chunk<Config>(stage, weights, bias, gates, thread);
     __syncthreads();  // gx, ga complete
   }
 
-  constexpr int kRowsPerPass = Config::kThreads / kWT;
+  constexpr int kRowsPerPass = Config::kProducerThreads / kWT;
   const int c = thread % kWT;
   const float log_a_coeff = log_a_coefficient(p.a_param[col0 + c]);
   for (int r = thread / kWT; r < rows; r += kRowsPerPass) {
-    float x, gx, ga;
-    if constexpr (Config::kFused) {
-      x = to_float(stage[r * Config::kInputStride + col_in_block + c]);
-      gx = gates[r * kGS + c];
-      ga = gates[r * kGS + kWT + c];
-    } else {
-      constexpr int kPlane = kC * Config::kInputStride;
-      x = to_float(stage[r * Config::kInputStride + c]);
-      gx = to_float(stage[kPlane + r * Config::kInputStride + c]);
-      ga = to_float(stage[2 * kPlane + r * Config::kInputStride + c]);
-    }
+    const detail::GateInputs in = detail::gate_inputs<Config>(stage, gates, r, c, columns.col_in_block);
     const std::int64_t n = n0 + r;
     // A padding slot (or, checks off, a slot out of range): no state row is read or written and y's row stays
     // as it was. Its token row may have been staged with the group's, but a row of the projection depends on
@@ -123,7 +102,7 @@ __global__ void __launch_bounds__(Config::kThreads)
     } else if constexpr (Policy::kMode == ResetMode::kFlags) {
       reset = p.reset[n] != 0;
     }
-    const TokenGates g = token_gates(x, gx, ga, log_a_coeff, reset);
+    const TokenGates g = token_gates(in.x, in.gx, in.ga, log_a_coeff, reset);
     const std::int64_t state_row = sequence.state_row;
     // h0 and h_final may be the same pool: this thread reads the element, then writes it. A reset token drops
     // the state (recurrence_step selects), so its row is not even read.

@@ -9,11 +9,13 @@
 //! is added once. Nothing depends on the row's position inside the MMA tile, on the other rows, or on how many
 //! tokens the call has, so a token projects to the same bits alone, in a batch, or in a decode step.
 //!
-//! Reusable pieces (the backward uses them with other layouts, e.g. dx = dg · Wᵀ or dW = xᵀ · dg):
-//! - `WarpMma<Element, WarpM, WarpN, ALayout, BLayout>`: one warp's WarpM x WarpN fp32 accumulator tile, fed
-//!   from shared memory in either layout for A and B (`kRowMajor`: element (r, c) at r·ld + c; `kColMajor`:
-//!   at c·ld + r). Rows of an operand in shared memory must be 16-byte aligned; pad their stride by 16 bytes so
-//!   that ldmatrix is free of bank conflicts (stride in 32-bit words ≡ 4 mod 32).
+//! Pieces (the forward, decode and backward-scan kernels all project through them, so a token's gx, ga are the
+//! same bits in all three):
+//! - `WarpMma<Element, WarpM, WarpN>`: one warp's WarpM x WarpN fp32 accumulator tile, fed from row-major A
+//!   [M][lda] and B [K][ldb] in shared memory (element (r, c) at r·ld + c). Rows of an operand in shared memory
+//!   must be 16-byte aligned; pad their stride by 16 bytes so that ldmatrix is free of bank conflicts (stride in
+//!   32-bit words ≡ 4 mod 32). (A column-major variant had no caller: the backward's transposed products use
+//!   WMMA, kernels/backward_projection_kernels.cuh.)
 //! - `block_mma_project<...>`: the whole CTA computes out = A · B + bias into an fp32 shared tile.
 //! - `block_simt_project<...>`: the same contract in fp32 on the SIMT pipes.
 
@@ -27,12 +29,6 @@
 
 namespace hawk {
 namespace rglru {
-
-//! How an operand tile is laid out in shared memory.
-enum class OperandLayout : int {
-  kRowMajor,  //!< element (r, c) at r·ld + c (for A: rows = M; for B: rows = K)
-  kColMajor,  //!< element (r, c) at c·ld + r
-};
 
 #if defined(__CUDACC__)
 
@@ -80,7 +76,7 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const std::uint32_t 
 //!
 //! Accumulator layout (the m16n8 C fragment): with g = lane / 4 and q = lane % 4, `acc[i][j][e]` is the element
 //! at row i·16 + g + 8·(e / 2), column j·8 + 2·q + (e % 2) of the warp tile.
-template <class Element, int WarpM, int WarpN, OperandLayout ALayout, OperandLayout BLayout>
+template <class Element, int WarpM, int WarpN>
 struct WarpMma {
   static_assert(std::is_same<Element, __half>::value || std::is_same<Element, __nv_bfloat16>::value,
                 "WarpMma: tensor-core element must be __half or __nv_bfloat16");
@@ -111,14 +107,8 @@ struct WarpMma {
       // Matrices: 0 = (rows 0-7, k 0-7), 1 = (rows 8-15, k 0-7), 2 = (rows 0-7, k 8-15), 3 = (rows 8-15, k 8-15):
       // registers a0..a3 of the m16n8k16 A fragment in order.
       const int m = m0 + i * 16;
-      if constexpr (ALayout == OperandLayout::kRowMajor) {
-        const Element* p = a + static_cast<long>(m + row8 + (matrix & 1) * 8) * lda + k0 + (matrix >> 1) * 8;
-        detail::ldmatrix_x4(a_frag[i], p);
-      } else {
-        // Stored [K][M]: the 8x8 block (k rows, m columns) is transposed on load.
-        const Element* p = a + static_cast<long>(k0 + row8 + (matrix >> 1) * 8) * lda + m + (matrix & 1) * 8;
-        detail::ldmatrix_x4_trans(a_frag[i], p);
-      }
+      const Element* p = a + static_cast<long>(m + row8 + (matrix & 1) * 8) * lda + k0 + (matrix >> 1) * 8;
+      detail::ldmatrix_x4(a_frag[i], p);
     }
     std::uint32_t b_frag[kTilesN][2];
 #pragma unroll
@@ -127,14 +117,9 @@ struct WarpMma {
       // 3 = (k 8-15, n 8-15) -> b0, b1 of tile j and b0, b1 of tile j + 1.
       const int n = n0 + j * 8;
       std::uint32_t regs[4];
-      if constexpr (BLayout == OperandLayout::kRowMajor) {
-        const Element* p = b + static_cast<long>(k0 + row8 + (matrix & 1) * 8) * ldb + n + (matrix >> 1) * 8;
-        detail::ldmatrix_x4_trans(regs, p);
-      } else {
-        // Stored [N][K]: rows are n, k contiguous: the fragment layout without a transpose.
-        const Element* p = b + static_cast<long>(n + row8 + (matrix >> 1) * 8) * ldb + k0 + (matrix & 1) * 8;
-        detail::ldmatrix_x4(regs, p);
-      }
+      // B is stored [K][N] (k rows): each 8x8 block is transposed on load into the fragment layout.
+      const Element* p = b + static_cast<long>(k0 + row8 + (matrix & 1) * 8) * ldb + n + (matrix >> 1) * 8;
+      detail::ldmatrix_x4_trans(regs, p);
       b_frag[j][0] = regs[0];
       b_frag[j][1] = regs[1];
       b_frag[j + 1][0] = regs[2];
@@ -186,7 +171,7 @@ __device__ __forceinline__ void block_mma_project(const Element* a, int lda, con
   if (warp >= WarpsM * WarpsN) return;
   const int m0 = (warp / WarpsN) * kWarpM;
   const int n0 = (warp % WarpsN) * kWarpN;
-  WarpMma<Element, kWarpM, kWarpN, OperandLayout::kRowMajor, OperandLayout::kRowMajor> mma;
+  WarpMma<Element, kWarpM, kWarpN> mma;
   mma.clear();
   mma.template multiply<K>(a, lda, b, ldb, m0, n0, lane);
   mma.for_each_pair(lane, [&](int row, int col, float v0, float v1) {
@@ -241,6 +226,25 @@ __device__ __forceinline__ void block_simt_project(const float* a, int lda, cons
     value.z = acc[i][2] + bias[n + 2];
     value.w = acc[i][3] + bias[n + 3];
     *reinterpret_cast<float4*>(out + static_cast<long>(m0 + i) * ldo + n) = value;
+  }
+}
+
+//! The fused gate projection of one staged chunk as the RG-LRU kernels run it, for a ForwardConfig (the backward
+//! passes its PairedForward): gates[r][0:WT] = gx, gates[r][WT:2WT] = ga for the TimeChunk rows of `stage`, on
+//! tensor cores (bf16, fp16) or the SIMT pipes (fp32), by the kProducerThreads threads. No barrier inside.
+template <class Config>
+__device__ __forceinline__ void project_chunk(const typename Config::Element* stage,
+                                              const typename Config::Element* weights, const float* bias, float* gates,
+                                              int thread) {
+  if constexpr (Config::kTensorCores) {
+    block_mma_project<typename Config::Element, Config::kTimeChunk, Config::kProjCols, Config::kBlockWidth,
+                      Config::kMmaWarpsM, Config::kMmaWarpsN>(stage, Config::kInputStride, weights,
+                                                              Config::kWeightStride, bias, gates, Config::kGateStride,
+                                                              thread);
+  } else {
+    block_simt_project<Config::kTimeChunk, Config::kProjCols, Config::kBlockWidth, Config::kProducerThreads,
+                       Config::kSimtRows>(stage, Config::kInputStride, weights, Config::kWeightStride, bias, gates,
+                                          Config::kGateStride, thread);
   }
 }
 

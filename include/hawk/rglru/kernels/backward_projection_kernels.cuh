@@ -26,10 +26,10 @@
 
 #include <cstdint>
 
+#include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
-#include "hawk/rglru/async_copy.cuh"
-#include "hawk/rglru/backward_config.cuh"
+#include "hawk/rglru/config.cuh"
 
 namespace hawk {
 namespace rglru {

@@ -3,7 +3,7 @@
 //! `hawk::rglru::Backward<Config>`: the host operator of the RG-LRU backward for one compile-time configuration
 //! (CUTLASS style), `Config` = `BackwardConfig<ForwardConfig<...>>`. `can_implement(args)` checks everything
 //! checkable on the host and touches no device memory; `workspace_size(args)`; `run(args, workspace,
-//! workspace_bytes, stream)` launches the device checks of the index tensors when asked (validate.cuh), then
+//! workspace_bytes, stream)` launches the device checks of the index tensors when asked (operators/index_checks.cuh), then
 //! the backward's kernels. No hidden allocation, no global state, no synchronisation unless
 //! `shape.wait_for_device_checks` asks for the device checks' verdict (core/device_checks.cuh gives the
 //! protocol; it works inside CUDA-graph capture). Bad input writes nothing: the host checks run before the
@@ -57,150 +57,17 @@
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/backward_config.cuh"
-#include "hawk/rglru/backward_projection_kernel.cuh"
-#include "hawk/rglru/backward_scan_kernel.cuh"
-#include "hawk/rglru/argument_checks.hpp"
-#include "hawk/rglru/forward.cuh"
-#include "hawk/rglru/param_grad_reduce_kernel.cuh"
-#include "hawk/rglru/validate.cuh"
+#include "hawk/rglru/config.cuh"
+#include "hawk/rglru/kernels/backward_projection_kernels.cuh"
+#include "hawk/rglru/kernels/backward_scan_kernel.cuh"
+#include "hawk/rglru/kernels/ordered_sum_kernel.cuh"
+#include "hawk/rglru/operators/checks.hpp"
+#include "hawk/rglru/operators/index_checks.cuh"
 
 namespace hawk {
 namespace rglru {
-
-inline Status check_backward_overlaps(const BackwardArguments& args);
-
-//! Checks of BackwardArguments that do not depend on the configuration (shared with the default dispatch).
-inline Status check_backward_shape(const BackwardArguments& args) {
-  const ProblemShape& s = args.shape;
-  HAWK_RETURN_IF_ERROR(check_problem_shape(s));
-  HAWK_REQUIRE(args.x != nullptr, StatusCode::kNullPointer, "x is null");
-  HAWK_REQUIRE(args.a_param != nullptr, StatusCode::kNullPointer, "a_param is null");
-  HAWK_REQUIRE(args.checkpoints != nullptr, StatusCode::kNullPointer,
-               "checkpoints is null: run the forward with checkpoints to take its backward");
-  HAWK_REQUIRE(args.dy != nullptr, StatusCode::kNullPointer, "dy is null");
-  HAWK_REQUIRE(args.dx != nullptr, StatusCode::kNullPointer, "dx is null");
-  HAWK_REQUIRE(args.da_param != nullptr, StatusCode::kNullPointer, "da_param is null");
-  if (args.mode == GateMode::kFused) {
-    HAWK_REQUIRE(args.Wx != nullptr && args.Wa != nullptr, StatusCode::kNullPointer, "fused mode needs Wx and Wa");
-    HAWK_REQUIRE(args.bx != nullptr && args.ba != nullptr, StatusCode::kNullPointer, "fused mode needs bx and ba");
-    HAWK_REQUIRE(args.dWx != nullptr && args.dWa != nullptr && args.dbx != nullptr && args.dba != nullptr,
-                 StatusCode::kNullPointer, "fused mode needs dWx, dbx, dWa and dba");
-  } else {
-    HAWK_REQUIRE(args.gx != nullptr && args.ga != nullptr, StatusCode::kNullPointer,
-                 "gate-logits mode needs gx and ga");
-    HAWK_REQUIRE(args.dgx != nullptr && args.dga != nullptr, StatusCode::kNullPointer,
-                 "gate-logits mode needs dgx and dga");
-  }
-  if (args.reset_mode == ResetMode::kFlags) {
-    HAWK_REQUIRE(args.reset != nullptr, StatusCode::kNullPointer, "reset_mode kFlags needs the reset flags");
-  } else {
-    HAWK_REQUIRE(args.reset == nullptr, StatusCode::kInvalidArgument,
-                 "reset flags given but reset_mode is not kFlags (they would be ignored)");
-  }
-  if (args.state_index != nullptr) {
-    HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
-  }
-  const std::size_t element = size_of(args.dtype);
-  HAWK_REQUIRE((s.width * static_cast<std::int64_t>(element)) % 16 == 0, StatusCode::kUnsupportedConfiguration,
-               "rows of W elements must be a multiple of 16 bytes (W % 8 for fp16/bf16, W % 4 for fp32)");
-  HAWK_REQUIRE(is_aligned(args.x, 16) && is_aligned(args.dy, 16) && is_aligned(args.dx, 16),
-               StatusCode::kMisalignedPointer, "x, dy and dx must be 16-byte aligned");
-  HAWK_REQUIRE(is_aligned(args.gx, 16) && is_aligned(args.ga, 16) && is_aligned(args.dgx, 16) &&
-                   is_aligned(args.dga, 16),
-               StatusCode::kMisalignedPointer, "gx, ga, dgx and dga must be 16-byte aligned");
-  HAWK_REQUIRE(is_aligned(args.Wx, 16) && is_aligned(args.Wa, 16), StatusCode::kMisalignedPointer,
-               "Wx and Wa must be 16-byte aligned");
-  HAWK_REQUIRE(is_aligned(args.a_param, 4) && is_aligned(args.bx, 4) && is_aligned(args.ba, 4) &&
-                   is_aligned(args.h0, 4) && is_aligned(args.checkpoints, 4) && is_aligned(args.dh_final, 4) &&
-                   is_aligned(args.dh0, 4) && is_aligned(args.dWx, 4) && is_aligned(args.dWa, 4) &&
-                   is_aligned(args.dbx, 4) && is_aligned(args.dba, 4) && is_aligned(args.da_param, 4) &&
-                   is_aligned(args.state_index, 4) && is_aligned(s.cu_seqlens, 4),
-               StatusCode::kMisalignedPointer, "fp32 and int32 tensors must be 4-byte aligned");
-  return check_backward_overlaps(args);
-}
-
-namespace backward_detail {
-
-//! The byte ranges of a call's tensors, for the overlap checks. Only the tensors the mode uses count; dh_final
-//! is left out when it is dh0 itself (the documented in-place pair).
-struct BackwardTensorRanges {
-  static constexpr int kInputs = 15;
-  static constexpr int kOutputs = 9;
-  TensorBytes inputs[kInputs];
-  TensorBytes outputs[kOutputs];
-};
-
-inline BackwardTensorRanges backward_tensor_ranges(const BackwardArguments& args) {
-  const ProblemShape& s = args.shape;
-  const bool fused = args.mode == GateMode::kFused;
-  const std::size_t element = size_of(args.dtype);
-  const std::int64_t T = s.num_tokens, W = s.width, N = s.num_sequences;
-  const std::int64_t rows = args.state_index != nullptr ? s.num_state_rows : N;
-  const std::size_t row_matrix = saturating_bytes(T, W, element);             // [T, W] E
-  const std::size_t state_matrix = saturating_bytes(rows, W, 4);              // [S, W] fp32
-  const std::size_t weights = saturating_bytes(W, s.block_width(), element);  // [H, w, w] E: W · w elements
-  const std::size_t weight_grads = saturating_bytes(W, s.block_width(), 4);   // [H, w, w] fp32
-  const std::size_t vector = saturating_bytes(W, 4);                          // [W] or [H, w] fp32
-  const std::size_t checkpoint_bytes =
-      args.checkpoint_chunk >= 1 ? saturating_bytes(checkpoint_rows(T, N, args.checkpoint_chunk), W, 4) : 0;
-  return BackwardTensorRanges{
-      {
-          {args.x, row_matrix, "x"},
-          {fused ? args.Wx : nullptr, weights, "Wx"},
-          {fused ? args.bx : nullptr, vector, "bx"},
-          {fused ? args.Wa : nullptr, weights, "Wa"},
-          {fused ? args.ba : nullptr, vector, "ba"},
-          {fused ? nullptr : args.gx, row_matrix, "gx"},
-          {fused ? nullptr : args.ga, row_matrix, "ga"},
-          {args.a_param, vector, "a_param"},
-          {args.reset, saturating_bytes(T, 1), "reset"},
-          {args.h0, state_matrix, "h0"},
-          {args.state_index, saturating_bytes(N, 4), "state_index"},
-          {s.cu_seqlens, saturating_bytes(N + 1, 4), "cu_seqlens"},
-          {args.checkpoints, checkpoint_bytes, "checkpoints"},
-          {args.dy, row_matrix, "dy"},
-          {args.dh_final == args.dh0 ? nullptr : args.dh_final, state_matrix, "dh_final"},
-      },
-      {
-          {args.dx, row_matrix, "dx"},
-          {fused ? nullptr : args.dgx, row_matrix, "dgx"},
-          {fused ? nullptr : args.dga, row_matrix, "dga"},
-          {fused ? args.dWx : nullptr, weight_grads, "dWx"},
-          {fused ? args.dbx : nullptr, vector, "dbx"},
-          {fused ? args.dWa : nullptr, weight_grads, "dWa"},
-          {fused ? args.dba : nullptr, vector, "dba"},
-          {args.da_param, vector, "da_param"},
-          {args.dh0, state_matrix, "dh0"},
-      },
-  };
-}
-
-}  // namespace backward_detail
-
-//! No output may overlap an input or another output, except dh0 == dh_final exactly (a gradient pool updated in
-//! place: each element is read, then written, by the same thread).
-inline Status check_backward_overlaps(const BackwardArguments& args) {
-  const backward_detail::BackwardTensorRanges r = backward_detail::backward_tensor_ranges(args);
-  for (const TensorBytes& output : r.outputs) {
-    for (const TensorBytes& input : r.inputs) HAWK_RETURN_IF_ERROR(check_no_overlap(output, input));
-  }
-  for (int a = 0; a < r.kOutputs; ++a) {
-    for (int b = a + 1; b < r.kOutputs; ++b) HAWK_RETURN_IF_ERROR(check_no_overlap(r.outputs[a], r.outputs[b]));
-  }
-  return Status::success();
-}
-
-//! The workspace (its first `bytes`, what the call uses) may overlap no tensor of the call: the call writes it.
-inline Status check_backward_workspace_overlaps(const BackwardArguments& args, const void* workspace,
-                                                std::size_t bytes) {
-  const backward_detail::BackwardTensorRanges r = backward_detail::backward_tensor_ranges(args);
-  const TensorBytes ws{workspace, bytes, "the workspace"};
-  for (const TensorBytes& input : r.inputs) HAWK_RETURN_IF_ERROR(check_no_overlap(ws, input));
-  for (const TensorBytes& output : r.outputs) HAWK_RETURN_IF_ERROR(check_no_overlap(ws, output));
-  return check_no_overlap(ws, {args.shape.device_check_report, sizeof(unsigned int), "device_check_report"});
-}
 
 //! Whether the fused-mode product kernels need to know which tokens the scan ran: when a token can belong to no
 //! sequence the scan runs (a padding slot, or packed offsets the device checks do not vouch for). Validated
@@ -223,8 +90,6 @@ struct BackwardWorkspaceLayout {
   std::int64_t segments = 0;                               // S
   std::size_t total = 0;
 
-  static std::size_t align(std::size_t bytes) { return round_up_to_workspace_alignment(bytes); }
-
   //! The layout for `args` and a weight-gradient segment of `segment_tokens` tokens.
   static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens) {
     const ProblemShape& s = args.shape;
@@ -235,12 +100,8 @@ struct BackwardWorkspaceLayout {
     BackwardWorkspaceLayout l;
     // The device checks first: their word is the workspace's first word, where read_device_checks looks.
     l.checks = DeviceCheckLayout::of(s, args.state_index);
-    std::size_t offset = l.checks.bytes;
-    auto take = [&](std::size_t bytes) {
-      const std::size_t at = offset;
-      offset += align(bytes);
-      return at;
-    };
+    WorkspaceCarver carver(nullptr, l.checks.bytes);
+    auto take = [&](std::size_t bytes) { return carver.take_bytes(bytes); };
     l.da_param_partial = take(N * W * sizeof(float));
     if (args.mode == GateMode::kFused) {
       l.segments = static_cast<std::int64_t>((T + static_cast<std::size_t>(segment_tokens) - 1) /
@@ -258,7 +119,7 @@ struct BackwardWorkspaceLayout {
         l.live_tokens = take(T);
       }
     }
-    l.total = offset;
+    l.total = carver.bytes();
     return l;
   }
 };
@@ -275,14 +136,7 @@ class Backward {
   static Status can_implement(const BackwardArguments& args) {
     HAWK_RETURN_IF_ERROR(check_backward_shape(args));
     const ProblemShape& s = args.shape;
-    HAWK_REQUIRE(args.dtype == ElementTraits<Element>::kDType, StatusCode::kUnsupportedConfiguration,
-                 std::string("args.dtype is ") + to_string(args.dtype) + " but the configuration's element is " +
-                     ElementTraits<Element>::kName);
-    HAWK_REQUIRE(args.mode == Config::kMode, StatusCode::kUnsupportedConfiguration,
-                 std::string("args.mode does not match the configuration's gate mode (") + Config::mode_name() + ")");
-    HAWK_REQUIRE(args.reset_mode == Config::ResetPolicy::kMode, StatusCode::kUnsupportedConfiguration,
-                 std::string("args.reset_mode is ") + to_string(args.reset_mode) +
-                     " but the configuration's policy is " + Config::ResetPolicy::kName);
+    HAWK_RETURN_IF_ERROR(check_config_choices<Config>(args.dtype, args.mode, args.reset_mode));
     HAWK_REQUIRE(args.checkpoint_chunk == Config::kTimeChunk, StatusCode::kInvalidArgument,
                  "checkpoint_chunk is " + std::to_string(args.checkpoint_chunk) +
                      " but the configuration's TimeChunk is " + std::to_string(Config::kTimeChunk) +
@@ -303,14 +157,7 @@ class Backward {
     // Compared by division: the product of two large int64 values would overflow (undefined).
     HAWK_REQUIRE(s.width / Config::kWidthTile <= INT32_MAX / s.num_sequences, StatusCode::kInvalidArgument,
                  "num_sequences * W / WidthTile exceeds the grid limit 2^31 - 1");
-    int device = 0;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
-    int max_shared = 0;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    HAWK_REQUIRE(Layout::kSharedBytes <= static_cast<std::size_t>(max_shared), StatusCode::kUnsupportedConfiguration,
-                 "the backward configuration needs " + std::to_string(Layout::kSharedBytes) +
-                     " bytes of shared memory per CTA; this device offers " + std::to_string(max_shared));
-    return Status::success();
+    return check_shared_memory(Layout::kSharedBytes);
   }
 
   //! Bytes of workspace `run` needs (see the file comment for the layout).

@@ -19,24 +19,19 @@
 #include <cstdint>
 
 #include "hawk/core/device_checks.cuh"
-#include "hawk/gate_residual/vector_access.cuh"
+#include "hawk/gate_residual/block/vector_access.cuh"
 
 namespace hawk {
 namespace gate_residual {
 namespace detail {
 
-constexpr int kValidationThreads = 256;
-
-inline unsigned validation_blocks(std::int64_t num_rows) {
-  return static_cast<unsigned>((num_rows + kValidationThreads - 1) / kValidationThreads);
-}
-
+// Launched with kDeviceCheckThreads threads per CTA, device_check_blocks(num_rows) CTAs (core/device_checks.cuh).
 //! Raises kCheckIdxOutOfRange for any idx outside [0, G).
 template <class Index>
-__global__ void __launch_bounds__(kValidationThreads)
+__global__ void __launch_bounds__(kDeviceCheckThreads)
     check_index_range_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                              unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kValidationThreads + threadIdx.x;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeviceCheckThreads + threadIdx.x;
   bool bad = false;
   if (r < num_rows) {
     const std::int64_t value = load_index(idx + r);
@@ -47,10 +42,10 @@ __global__ void __launch_bounds__(kValidationThreads)
 
 //! Raises kCheckIdxOutOfRange for idx outside [0, G) and kCheckIdxNotUniform for idx[r] != r / S.
 template <class Index>
-__global__ void __launch_bounds__(kValidationThreads)
+__global__ void __launch_bounds__(kDeviceCheckThreads)
     check_uniform_layout_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                                 std::int64_t rows_per_group, unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kValidationThreads + threadIdx.x;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeviceCheckThreads + threadIdx.x;
   bool out_of_range = false;
   bool not_uniform = false;
   if (r < num_rows) {
@@ -67,11 +62,11 @@ __global__ void __launch_bounds__(kValidationThreads)
 //! compare-and-swap; a second run of the same value finds the entry taken. The backward's
 //! find_group_starts_kernel does the same on its group keys; this one reads idx directly, for the forward.
 template <class Index>
-__global__ void __launch_bounds__(kValidationThreads)
+__global__ void __launch_bounds__(kDeviceCheckThreads)
     check_contiguous_segments_kernel(const Index* __restrict__ idx, std::int64_t num_rows,
                                      std::int64_t num_gate_rows, std::int32_t* __restrict__ run_start,
                                      unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kValidationThreads + threadIdx.x;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeviceCheckThreads + threadIdx.x;
   bool out_of_range = false;
   bool second_run = false;
   if (r < num_rows) {

@@ -1,12 +1,18 @@
 #pragma once
 //! \file
-//! Reset policies: how a kernel learns that a token starts a new document (SPEC §1).
+//! The two runtime choices of an RG-LRU call that become compile-time parameters of its kernels: the gate mode
+//! (who projects the gate logits) and the reset policy (how a kernel learns that a token starts a new document,
+//! SPEC §1). Both are read by the configuration, the kernels, the operators and the dispatch alike.
 //!
 //! A reset token drops the incoming state (ā = 0) and skips the sqrt normalisation (m = 1), so h_t = x_t · i_t.
 //! The policy is a compile-time parameter: a kernel that cannot see resets pays nothing for them.
 
 namespace hawk {
 namespace rglru {
+
+//! Fused: the kernel projects gx, ga from x with the block-diagonal Wx, Wa (tensor cores, fp32 accumulate).
+//! GateLogits: the caller passes gx, ga already projected (bias included).
+enum class GateMode : int { kFused, kGateLogits };
 
 enum class ResetMode : int {
   kNone,           //!< no token is a reset: Fattori's restricted contract when h0 is absent
@@ -31,6 +37,16 @@ struct ResetFlags {
   static constexpr ResetMode kMode = ResetMode::kFlags;
   static constexpr const char* kName = "ResetFlags";
 };
+
+//! The reset mode's name, as the reset policies spell it (error messages).
+inline const char* to_string(ResetMode mode) {
+  switch (mode) {
+    case ResetMode::kNone: return "NoReset";
+    case ResetMode::kSequenceStart: return "ResetAtSequenceStart";
+    case ResetMode::kFlags: return "ResetFlags";
+  }
+  return "unknown reset mode";
+}
 
 }  // namespace rglru
 }  // namespace hawk

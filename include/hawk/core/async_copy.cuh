@@ -1,12 +1,12 @@
 #pragma once
 //! \file
-//! 16-byte global -> shared asynchronous copies (cp.async, sm_80+), the primitive of the forward's input
-//! pipeline: the next chunk's tiles stream into shared memory while the current chunk is being computed.
+//! 16-byte global -> shared asynchronous copies (cp.async, sm_80+), the primitive of the RG-LRU kernels' input
+//! pipelines: the next chunk's tiles stream into shared memory while the current chunk is being computed. In core/
+//! because nothing in it is specific to a family.
 
 #include <cstdint>
 
 namespace hawk {
-namespace rglru {
 
 #if defined(__CUDACC__)
 
@@ -37,5 +37,4 @@ __device__ __forceinline__ void cp_async_wait() {
 
 #endif  // __CUDACC__
 
-}  // namespace rglru
 }  // namespace hawk

@@ -1,6 +1,10 @@
 #pragma once
 //! \file
-//! The ordered combine of context-parallel transfer pairs (context_parallel.cuh): one thread per state element
+//! The context-parallel kernels, in one file because each is a few lines over the same pieces:
+//! - `combine_carries_kernel`, the ordered combine of transfer pairs (context_parallel.cuh);
+//! - `states_differ_kernel` and `add_in_place_kernel`, the early-exit corrections' (early_exit.cuh).
+//!
+//! The combine: one thread per state element
 //! walks the pieces in a fixed order, carry = fma(A_p, carry, h_end_p). Forward: pieces 0 .. P-1 (the state);
 //! reverse: P-1 .. 0 (the backward's dh). The order never depends on the GPU, the rank or the problem size, so
 //! every rank that combines the same gathered bytes gets the same bits.
@@ -21,6 +25,8 @@ namespace context_parallel {
 
 //! Threads per CTA of the combine.
 constexpr int kCombineThreads = 128;
+//! Threads per CTA of the early-exit kernels.
+constexpr int kEarlyExitThreads = 256;
 
 #if defined(__CUDACC__)
 
@@ -44,6 +50,30 @@ __global__ void __launch_bounds__(Threads)
     carry = recurrence_step(decay[piece * stride + i], carry, h_end[piece * stride + i]);
   }
   if (carry_out != nullptr) carry_out[i] = carry;
+}
+
+// The early-exit corrections' kernels:
+// - `states_differ_kernel`: sets a flag when two fp32 state vectors differ in any bit (NaNs compare by bits, so
+//   a NaN that the corrected run reproduces counts as equal, as a memcmp would);
+// - `add_in_place_kernel`: out[i] = out[i] + in[i], one rounding per element in a fixed order (the parameter
+//   gradients of a piece's prefix and suffix).
+
+//! flag = 1 if a[i] and b[i] differ in any bit for some i < count (flag must be 0 on entry).
+//! (Templates, like every kernel in a header: one definition per translation unit.)
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
+    states_differ_kernel(const float* __restrict__ a, const float* __restrict__ b, std::int64_t count,
+                         int* __restrict__ flag) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * Threads + threadIdx.x;
+  if (i < count && __float_as_uint(a[i]) != __float_as_uint(b[i])) *flag = 1;  // any writer, same value
+}
+
+//! out[i] += in[i] for i < count.
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
+    add_in_place_kernel(float* __restrict__ out, const float* __restrict__ in, std::int64_t count) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * Threads + threadIdx.x;
+  if (i < count) out[i] = __fadd_rn(out[i], in[i]);
 }
 
 #endif  // __CUDACC__
