@@ -41,6 +41,7 @@
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
+#include "hawk/rglru/block/backward_scan_phases.cuh"
 #include "hawk/rglru/block/projection.cuh"
 #include "hawk/rglru/block/sequence_extent.cuh"
 #include "hawk/rglru/block/token_loader.cuh"
@@ -96,10 +97,6 @@ struct BackwardScanParams {
 #if defined(__CUDACC__)
 
 namespace backward_detail {
-
-//! Tokens whose inputs the scan's recurrences load into registers at once (phase C): enough independent loads
-//! in flight to cover the shared-memory latency, few enough registers to keep two CTAs per SM.
-constexpr int kScanBatch = 16;
 
 //! Shared-memory layout of one scan CTA (bytes, 128-byte aligned regions).
 //!
@@ -187,8 +184,6 @@ __global__ void __launch_bounds__(Config::kThreads)
   constexpr int kC = Config::kTimeChunk;
   constexpr int kWT = Config::kWidthTile;
   constexpr int kV = Config::kChannelVector;
-  constexpr int kGS = PairedForward::kGateStride;
-  constexpr int kIS = PairedForward::kInputStride;
   constexpr int kInputElements = static_cast<int>(Layout::kInputBytes / sizeof(Element));
   constexpr int kDyElements = static_cast<int>(Layout::kDyBytes / sizeof(Element));
   constexpr int kResetStride = static_cast<int>(Layout::kResetBytes);
@@ -303,55 +298,11 @@ __global__ void __launch_bounds__(Config::kThreads)
       __syncthreads();
     }
 
-    auto is_reset = [&](int r) -> bool {
-      if constexpr (Policy::kMode == ResetMode::kSequenceStart) {
-        return chunk_start + r == 0;
-      } else if constexpr (Policy::kMode == ResetMode::kFlags) {
-        return reset_flags[r] != 0;
-      } else {
-        return false;
-      }
-    };
-    // gx, ga of token r, channel q + v (both phases); x in phase B (from the staged inputs).
-    auto staged_gates = [&](int r, int v, float& gx, float& ga) {
-      if constexpr (Config::kFused) {
-        gx = gates[r * kGS + q + v];
-        ga = gates[r * kGS + kWT + q + v];
-      } else {
-        constexpr int kPlane = kC * kIS;
-        gx = to_float(inputs[kPlane + r * kIS + q + v]);
-        ga = to_float(inputs[2 * kPlane + r * kIS + q + v]);
-      }
-    };
-    auto staged_x = [&](int r, int v) -> float {
-      if constexpr (Config::kFused) {
-        return to_float(inputs[r * kIS + col_in_block + q + v]);
-      } else {
-        return to_float(inputs[r * kIS + q + v]);
-      }
-    };
+    const backward_detail::StagedChunk<Config> staged{inputs, gates, reset_flags, chunk_start, col_in_block, q};
 
     // ---- (B) a_bar, u of every token and channel of the tile (fused: x of the tile kept in fp32) -------------
-#pragma unroll
-    for (int row_step = 0; row_step < kRowsPerThread; ++row_step) {
-      const int r = row0 + row_step * kRowStep;
-      if (r >= valid) break;
-      const bool reset = is_reset(r);
-      float x[kV], a_bar[kV], u[kV];
-#pragma unroll
-      for (int v = 0; v < kV; ++v) {
-        float gx, ga;
-        staged_gates(r, v, gx, ga);
-        x[v] = staged_x(r, v);
-        const TokenGates g = token_gates(x[v], gx, ga, log_a_coeff[v], reset);
-        a_bar[v] = g.a_bar;
-        u[v] = g.u;
-      }
-      *reinterpret_cast<float4*>(a_bar_tile + r * kWT + q) = make_float4(a_bar[0], a_bar[1], a_bar[2], a_bar[3]);
-      *reinterpret_cast<float4*>(u_tile + r * kWT + q) = make_float4(u[0], u[1], u[2], u[3]);
-      if constexpr (Config::kFused)
-        *reinterpret_cast<float4*>(x_tile + r * kWT + q) = make_float4(x[0], x[1], x[2], x[3]);
-    }
+    backward_detail::chunk_gates<Config, kRowsPerThread, kRowStep>(staged, log_a_coeff, row0, valid, a_bar_tile,
+                                                                    u_tile, x_tile);
     __syncthreads();
 
     // Fused: the block rows are no longer needed; request the previous chunk's now, to land during (C) and (D).
@@ -361,67 +312,9 @@ __global__ void __launch_bounds__(Config::kThreads)
     }
 
     // ---- (C) the two recurrences, one thread per channel, token by token -------------------------------------
-    // Register-batched: the inputs of kScanBatch tokens are loaded into registers first, then the chain of
-    // kScanBatch dependent steps runs on registers only, then its results are stored. (A loop that loads and
-    // stores shared memory token by token makes every load wait for the previous store, which the compiler cannot
-    // prove does not alias: ~40 cycles a token instead of the ~4 of the arithmetic chain.) The same operations in
-    // the same order as one token at a time: the same bits.
-    constexpr int kB = backward_detail::kScanBatch;
-    // The replay starts from a checkpoint, which need not be the +0 that lets the forward skip the selection
-    // under ResetAtSequenceStart (recurrence_step_for): only NoReset, which has no reset token, replays without it.
-    constexpr ResetMode kReplayMode = Policy::kMode == ResetMode::kNone ? ResetMode::kNone : ResetMode::kFlags;
-    static_assert(kC % kB == 0, "backward scan: TimeChunk must be a multiple of the scan batch");
-    if (h_thread) {
-      float h = carry;
-      int t = 0;
-      for (; t + kB <= valid; t += kB) {
-        float u[kB], a_bar[kB];
-#pragma unroll
-        for (int i = 0; i < kB; ++i) {
-          u[i] = u_tile[(t + i) * kWT + thread];
-          a_bar[i] = a_bar_tile[(t + i) * kWT + thread];
-        }
-#pragma unroll
-        for (int i = 0; i < kB; ++i) {
-          const float h_prev = h;
-          h = recurrence_step_for<kReplayMode>(a_bar[i], h, u[i]);
-          u[i] = h_prev;  // h_{t-1} of token t + i
-        }
-#pragma unroll
-        for (int i = 0; i < kB; ++i) u_tile[(t + i) * kWT + thread] = u[i];
-      }
-      for (; t < valid; ++t) {  // the tail of a sequence's last chunk
-        const float u = u_tile[t * kWT + thread];
-        u_tile[t * kWT + thread] = h;  // h_{t-1} of token t
-        h = recurrence_step_for<kReplayMode>(a_bar_tile[t * kWT + thread], h, u);
-      }
-    }
-    if (dh_thread) {
-      const int c = dh_channel;
-      int t = valid - 1;
-      for (; t + 1 - kB >= 0; t -= kB) {  // tokens t, t - 1, ..., t - kB + 1
-        float dy[kB], a_bar[kB];
-#pragma unroll
-        for (int i = 0; i < kB; ++i) {
-          dy[i] = to_float(dy_tile[(t - i) * kWT + c]);
-          a_bar[i] = a_bar_tile[(t - i) * kWT + c];
-        }
-#pragma unroll
-        for (int i = 0; i < kB; ++i) {
-          dy[i] = reverse_step_for<Policy::kMode>(a_bar_next, dh_next, dy[i]);  // dh of token t - i
-          dh_next = dy[i];
-          a_bar_next = a_bar[i];
-        }
-#pragma unroll
-        for (int i = 0; i < kB; ++i) dh_tile[(t - i) * kWT + c] = dy[i];
-      }
-      for (; t >= 0; --t) {  // the tail of a sequence's last chunk
-        const float dh = reverse_step_for<Policy::kMode>(a_bar_next, dh_next, to_float(dy_tile[t * kWT + c]));
-        dh_tile[t * kWT + c] = dh;
-        dh_next = dh;
-        a_bar_next = a_bar_tile[t * kWT + c];
-      }
-    }
+    if (h_thread) backward_detail::replay_chunk<Config>(u_tile, a_bar_tile, carry, valid, thread);
+    if (dh_thread)
+      backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, dh_channel, dh_next, a_bar_next);
     __syncthreads();
 
     // ---- (D) gradients of every token and channel ------------------------------------------------------------
@@ -429,7 +322,7 @@ __global__ void __launch_bounds__(Config::kThreads)
     for (int row_step = 0; row_step < kRowsPerThread; ++row_step) {
       const int r = row0 + row_step * kRowStep;
       if (r >= valid) break;
-      const bool reset = is_reset(r);
+      const bool reset = staged.is_reset(r);
       const float4 h_prev = *reinterpret_cast<const float4*>(u_tile + r * kWT + q);
       const float4 dh = *reinterpret_cast<const float4*>(dh_tile + r * kWT + q);
       const float h_prev_v[kV] = {h_prev.x, h_prev.y, h_prev.z, h_prev.w};
@@ -438,12 +331,12 @@ __global__ void __launch_bounds__(Config::kThreads)
 #pragma unroll
       for (int v = 0; v < kV; ++v) {
         float gx, ga;
-        staged_gates(r, v, gx, ga);
+        staged.gate_logits(r, v, gx, ga);
         float x;
         if constexpr (Config::kFused) {
           x = x_tile[r * kWT + q + v];
         } else {
-          x = staged_x(r, v);
+          x = staged.x(r, v);
         }
         const TokenGateGrads g = token_gate_grads(x, gx, ga, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
         dx[v] = g.dx;
