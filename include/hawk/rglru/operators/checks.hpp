@@ -64,6 +64,24 @@ inline Status check_state_rows(const ProblemShape& s, const std::int32_t* state_
   return Status::success();
 }
 
+//! Reset flags are given exactly when the reset mode reads them.
+inline Status check_reset_flags(ResetMode reset_mode, const std::uint8_t* reset) {
+  if (reset_mode == ResetMode::kFlags) {
+    HAWK_REQUIRE(reset != nullptr, StatusCode::kNullPointer, "reset_mode kFlags needs the reset flags");
+  } else {
+    HAWK_REQUIRE(reset == nullptr, StatusCode::kInvalidArgument,
+                 "reset flags given but reset_mode is not kFlags (they would be ignored)");
+  }
+  return Status::success();
+}
+
+//! Rows of W elements of `element` bytes are whole 16-byte vectors (the kernels' vector loads and stores).
+inline Status check_row_bytes(const ProblemShape& s, std::size_t element) {
+  HAWK_REQUIRE((s.width * static_cast<std::int64_t>(element)) % 16 == 0, StatusCode::kUnsupportedConfiguration,
+               "rows of W elements must be a multiple of 16 bytes (W % 8 for fp16/bf16, W % 4 for fp32)");
+  return Status::success();
+}
+
 inline Status check_forward_overlaps(const ForwardArguments& args);
 
 //! Checks of ForwardArguments that do not depend on the configuration (shared with the default dispatch).
@@ -80,22 +98,14 @@ inline Status check_forward_shape(const ForwardArguments& args) {
     HAWK_REQUIRE(args.gx != nullptr && args.ga != nullptr, StatusCode::kNullPointer,
                  "gate-logits mode needs gx and ga");
   }
-  if (args.reset_mode == ResetMode::kFlags) {
-    HAWK_REQUIRE(args.reset != nullptr, StatusCode::kNullPointer, "reset_mode kFlags needs the reset flags");
-  } else {
-    HAWK_REQUIRE(args.reset == nullptr, StatusCode::kInvalidArgument,
-                 "reset flags given but reset_mode is not kFlags (they would be ignored)");
-  }
-  if (args.state_index != nullptr) {
-    HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
-  }
+  HAWK_RETURN_IF_ERROR(check_reset_flags(args.reset_mode, args.reset));
+  HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
   if (args.checkpoints != nullptr) {
     HAWK_REQUIRE(args.checkpoint_chunk >= 1, StatusCode::kInvalidArgument, "checkpoints need checkpoint_chunk >= 1");
   }
   // Vector paths: 16-byte loads and stores of x, y, gx, ga, Wx, Wa rows.
   const std::size_t element = size_of(args.dtype);
-  HAWK_REQUIRE((s.width * static_cast<std::int64_t>(element)) % 16 == 0, StatusCode::kUnsupportedConfiguration,
-               "rows of W elements must be a multiple of 16 bytes (W % 8 for fp16/bf16, W % 4 for fp32)");
+  HAWK_RETURN_IF_ERROR(check_row_bytes(s, element));
   HAWK_REQUIRE(is_aligned(args.x, 16) && is_aligned(args.y, 16), StatusCode::kMisalignedPointer,
                "x and y must be 16-byte aligned");
   HAWK_REQUIRE(is_aligned(args.gx, 16) && is_aligned(args.ga, 16), StatusCode::kMisalignedPointer,
@@ -112,7 +122,7 @@ inline Status check_forward_shape(const ForwardArguments& args) {
 //! No output may overlap an input or another output, except h_final == h0 (the state updated in place).
 inline Status check_forward_overlaps(const ForwardArguments& args) {
   const ProblemShape& s = args.shape;
-  // Sizes saturate (argument_checks.hpp): a shape too large to address never wraps to a small range.
+  // Sizes saturate (operators/checks.hpp): a shape too large to address never wraps to a small range.
   const std::int64_t T = s.num_tokens, W = s.width, N = s.num_sequences;
   const std::size_t element = size_of(args.dtype);
   const std::int64_t rows = args.state_index != nullptr ? s.num_state_rows : N;
@@ -175,18 +185,10 @@ inline Status check_backward_shape(const BackwardArguments& args) {
     HAWK_REQUIRE(args.dgx != nullptr && args.dga != nullptr, StatusCode::kNullPointer,
                  "gate-logits mode needs dgx and dga");
   }
-  if (args.reset_mode == ResetMode::kFlags) {
-    HAWK_REQUIRE(args.reset != nullptr, StatusCode::kNullPointer, "reset_mode kFlags needs the reset flags");
-  } else {
-    HAWK_REQUIRE(args.reset == nullptr, StatusCode::kInvalidArgument,
-                 "reset flags given but reset_mode is not kFlags (they would be ignored)");
-  }
-  if (args.state_index != nullptr) {
-    HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
-  }
+  HAWK_RETURN_IF_ERROR(check_reset_flags(args.reset_mode, args.reset));
+  HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
   const std::size_t element = size_of(args.dtype);
-  HAWK_REQUIRE((s.width * static_cast<std::int64_t>(element)) % 16 == 0, StatusCode::kUnsupportedConfiguration,
-               "rows of W elements must be a multiple of 16 bytes (W % 8 for fp16/bf16, W % 4 for fp32)");
+  HAWK_RETURN_IF_ERROR(check_row_bytes(s, element));
   HAWK_REQUIRE(is_aligned(args.x, 16) && is_aligned(args.dy, 16) && is_aligned(args.dx, 16),
                StatusCode::kMisalignedPointer, "x, dy and dx must be 16-byte aligned");
   HAWK_REQUIRE(is_aligned(args.gx, 16) && is_aligned(args.ga, 16) && is_aligned(args.dgx, 16) &&
