@@ -64,7 +64,7 @@ struct ForwardArguments {
   ProblemShape shape;
   DType dtype = DType::kBFloat16;    //!< element type E, for the default dispatch
   GateMode mode = GateMode::kFused;  //!< for the default dispatch
-  //! Which tokens are resets (reset_policy.hpp). The default follows SPEC §1: a sequence's first token is a
+  //! Which tokens are resets (modes.hpp). The default follows SPEC §1: a sequence's first token is a
   //! reset unless the caller says it continues a cached state (kNone: decode, the restricted contract); kFlags
   //! reads `reset`. An operator `Forward<Config>` requires it to match `Config::ResetPolicy`.
   ResetMode reset_mode = ResetMode::kSequenceStart;

@@ -13,7 +13,7 @@
 //!                                                 hawk::rglru::ResetFlags, hawk::rglru::GateMode::kFused>;
 //!     hawk::rglru::Forward<MyConfig>::run(args, nullptr, 0, stream);
 //!
-//! How a CTA works (forward_kernel.cuh): one CTA per (sequence, width tile of `WidthTile` channels), with
+//! How a CTA works (kernels/forward_kernel.cuh): one CTA per (sequence, width tile of `WidthTile` channels), with
 //! `ProducerThreads` producer threads plus `kScanWarps` scan warps. It walks its sequence in chunks of `TimeChunk`
 //! tokens. Per chunk, producers: (1) the chunk's inputs arrive in shared memory
 //! through a `Stages`-deep cp.async pipeline (fused mode: the x rows of the whole block, [TimeChunk,
@@ -86,7 +86,7 @@ constexpr bool kUsesTensorCores = std::is_same<Element, __nv_bfloat16>::value ||
 //! \tparam TimeChunk   tokens per pipeline step; also the checkpoint chunk.
 //! \tparam ProducerThreads  the producer threads per CTA (load, projection, gate math), a multiple of 32 and of
 //!                     WidthTile; the forward kernel adds kScanWarps warps to them (kKernelThreads in all).
-//! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags (reset_policy.hpp).
+//! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags (modes.hpp).
 //! \tparam Mode        GateMode::kFused or GateMode::kGateLogits.
 //! \tparam Stages      depth of the cp.async input pipeline (2 = double buffering).
 template <class Element_, int BlockWidth_, int WidthTile_, int TimeChunk_, int ProducerThreads_, class ResetPolicy_,
@@ -171,7 +171,7 @@ struct ForwardConfig {
                 "ForwardConfig: fp32 fused projection needs TimeChunk·2·WidthTile a multiple of 4·ProducerThreads, "
                 "ProducerThreads a multiple of WidthTile/2");
 
-  // ---- warp specialisation (forward_kernel.cuh) -----------------------------------------------------------
+  // ---- warp specialisation (kernels/forward_kernel.cuh) ---------------------------------------------------
   //! `ProducerThreads` are the producer threads (load, projection, gate math); `kScanWarps` more warps consume the
   //! finished gate tiles and run the recurrence, so that the scan of chunk j overlaps the projection and gate
   //! math of chunk j + 1. One scan thread per channel; lanes past WidthTile idle.
@@ -192,7 +192,7 @@ struct ForwardConfig {
   //! One fp32 gate tile; the forward double-buffers it (kGateTiles) between producers and scan warps.
   static constexpr std::size_t kGateBytes = detail::round_up_bytes(sizeof(float) * TimeChunk_ * kGateStride);
   static constexpr int kGateTiles = 2;
-  //! The hand-off barriers (forward_kernel.cuh): one "full" and one "empty" cuda::barrier per gate tile.
+  //! The hand-off barriers (kernels/forward_kernel.cuh): one "full" and one "empty" cuda::barrier per gate tile.
   static constexpr int kHandOffBarriers = 2 * kGateTiles;
   static constexpr std::size_t kBarrierBytes =
       detail::round_up_bytes(sizeof(cuda::barrier<cuda::thread_scope_block>) * kHandOffBarriers);

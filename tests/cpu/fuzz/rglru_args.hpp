@@ -238,7 +238,7 @@ std::vector<std::string> shape_hazards(const Args& a) {
   return h;
 }
 
-//! The context-parallel corrections' own size arithmetic (context_parallel_early_exit.cuh): the [N, W] state
+//! The context-parallel corrections' own size arithmetic (context_parallel/early_exit.cuh): the [N, W] state
 //! bytes and (backward) the parameter-gradient bytes.
 template <class Args>
 std::vector<std::string> piece_hazards(const Args& a) {

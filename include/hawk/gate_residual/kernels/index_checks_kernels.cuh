@@ -8,7 +8,7 @@
 //! and every replay re-checks the idx it finds. `ProblemShape::validate_indices = false` skips them.
 //!
 //! Which check runs (both operators; the backward's chunk table checks kArbitrary and kContiguousSegments as it
-//! is built, index_layout.cuh):
+//! is built, operators/chunk_table.cuh):
 //! - kArbitrary: range only (kCheckIdxOutOfRange);
 //! - kUniform: range and idx[r] == r / rows_per_group (kCheckIdxNotUniform);
 //! - kContiguousSegments: range and one run per gate row (kCheckIdxNotContiguous), with a G-entry table of each

@@ -10,7 +10,7 @@
 //! Outputs: dy (E), dgate (fp32, or gate's type with DgateType::kGateType: the fp32 sum rounded once), and,
 //! only if `dresidual` is given and differs from dout, a copy of dout (dres == dout, SPEC §2).
 //!
-//! dgate's summation order is fixed (index_layout.cuh): chunks of Tile::kChunkRows rows anchored at each
+//! dgate's summation order is fixed (operators/chunk_table.cuh): chunks of Tile::kChunkRows rows anchored at each
 //! group's first row, summed in row order, chunk sums combined in chunk order. It depends on neither the
 //! layout path, nor the batch around a group, nor the device: dgate is bitwise repeatable, identical for
 //! kUniform / kContiguousSegments / kArbitrary descriptions of the same idx, and identical when the batch is
@@ -28,7 +28,7 @@
 //! - What is checked: with shape.validate_indices, every idx in [0, G) and the declared layout (kUniform:
 //!   idx[r] == r / rows_per_group; kContiguousSegments: one run per gate row). Without it, kArbitrary and
 //!   kContiguousSegments are checked all the same, because building their chunk table finds out-of-range idx
-//!   and a second run of a gate row as a by-product (index_layout.cuh): such a call writes nothing and reports
+//!   and a second run of a gate row as a by-product (operators/chunk_table.cuh): such a call writes nothing and reports
 //!   like a validated one. kUniform without validation reads no idx at all: it computes the gradients of
 //!   idx[r] = r / rows_per_group, whatever idx holds.
 //! - No layout claim, true or false, validated or not, makes a kernel read or write outside its buffers: the

@@ -103,7 +103,7 @@ Status transfer_can_implement(const ForwardArguments& piece, float* decay, float
 //! The piece's transfer pair: decay = A = Π_t a_bar_t and h_end = its final state from h0 = 0, each [N, W]
 //! fp32, from one forward of the piece. `piece.h0`, `piece.h_final` and `piece.decay` are ignored; `piece.y`
 //! and `piece.checkpoints` (if set; checkpoint_chunk must then be 64, as for any forward) receive the zero-carry
-//! run's (provisional: the correction overwrites what the carry-in changes; context_parallel_early_exit.cuh
+//! run's (provisional: the correction overwrites what the carry-in changes; context_parallel/early_exit.cuh
 //! compares against these checkpoints).
 //! Asynchronous on `stream`.
 template <class = void>

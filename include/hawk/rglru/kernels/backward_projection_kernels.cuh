@@ -7,14 +7,14 @@
 //!     (the same for Wa, ba with dga)
 //!
 //! Both run on tf32 tensor cores (wmma m16n16k8, fp32 accumulate), with `Config::kTf32Passes` products per fp32
-//! product (backward_config.cuh). The inputs dgx, dga, dx_direct are the fp32 workspace written by the backward
+//! product (config.cuh). The inputs dgx, dga, dx_direct are the fp32 workspace written by the backward
 //! scan.
 //!
 //! - `backward_dx_kernel`: one CTA per 64-token x 64-channel tile of dx. A token's dx depends on its own row only,
 //!   through a fixed sequence of products: row gradients are bitwise batch-invariant.
 //! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, 64 x 64 tile of
 //!   [i, o]); it writes the segment's partial of dW (and of db) to the workspace, in fp32. The ordered reduction
-//!   (param_grad_reduce_kernel.cuh) then sums the segments in index order: no atomics, the same bits every run.
+//!   (kernels/ordered_sum_kernel.cuh) then sums the segments in index order: no atomics, the same bits every run.
 //!
 //! Tokens of no sequence the scan ran (padding slots, or unchecked offsets; `live_tokens` non-null and 0): their
 //! workspace rows were never written. The dx kernel neither reads them (zero-filled) nor writes their dx rows;

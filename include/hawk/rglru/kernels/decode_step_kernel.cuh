@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(Config::kProducerThreads)
     const std::int64_t n = n0 + r;
     // A padding slot (or, checks off, a slot out of range): no state row is read or written and y's row stays
     // as it was. Its token row may have been staged with the group's, but a row of the projection depends on
-    // its own token only (projection.cuh), so whatever it holds reaches no other sequence.
+    // its own token only (block/projection.cuh), so whatever it holds reaches no other sequence.
     const SequenceExtent sequence = sequence_extent(nullptr, 1, num_sequences, p.state_index, p.num_state_rows, n);
     if (sequence.skip) continue;
     bool reset = false;

@@ -22,7 +22,7 @@
 //! flags, checkpoints or dh_final row is read, none of its dx, dgx, dga rows or dh0 row is written, and it adds
 //! nothing to the parameter gradients (they equal the batch's without it, up to the grouping of the partial
 //! sums of dW, db). With the device checks off, a sequence whose offsets or slot are out of range is skipped
-//! the same way (sequence_extent.cuh): no kernel reads or writes outside its buffers, whatever the caller
+//! the same way (block/sequence_extent.cuh): no kernel reads or writes outside its buffers, whatever the caller
 //! declares.
 //!
 //! Workspace (each region 256-byte aligned; the workspace itself must be 256-byte aligned, as cudaMalloc
