@@ -1,11 +1,11 @@
-// Context parallelism for the RG-LRU (include/hawk/rglru/context_parallel.cuh): a long sequence batch
+// Context parallelism for the RG-LRU (include/hawk/rglru/context_parallel/; README.md here): a long sequence batch
 // [B, L, W] split along time into P pieces, piece p on rank p, each rank a thread. Both modes, forward and
 // backward, checked against one single-GPU call:
 //   exact — state passing, pipelined over micro-batches (rank p works on micro-batch m+1 while rank p+1 works on
 //           m): y, final state, dx and dh0 bitwise equal to one call.
 //   fast  — transfer pairs, one all-gather, an ordered local combine and a correction, all ranks in parallel:
 //           equal within fp32 rounding (the measured relative errors are printed). The corrections stop early
-//           (context_parallel_early_exit.cuh) once the carried state no longer changes a bit, and then the
+//           (context_parallel/early_exit.cuh) once the carried state no longer changes a bit, and then the
 //           result is the exact mode's.
 //
 // Usage:
@@ -41,10 +41,7 @@
 #include <nccl.h>
 #endif
 
-#include "hawk/rglru/backward_dispatch.cuh"
-#include "hawk/rglru/context_parallel.cuh"
-#include "hawk/rglru/context_parallel_early_exit.cuh"
-#include "hawk/rglru/dispatch.cuh"
+#include "hawk/rglru/rglru.cuh"
 
 namespace {
 

@@ -1,8 +1,8 @@
 #pragma once
-// The per-element-type correctness checks; each <dtype>_test.cu instantiates them for one element type
+// The per-element-type correctness checks; each forward_backward_<dtype>_test.cu instantiates them for one element type
 // (fp32, fp16, bf16) with both gate types and both index types.
 
-#include "gate_residual_test_support.cuh"
+#include "support.cuh"
 
 namespace gr_test {
 

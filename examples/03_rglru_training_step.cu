@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "hawk/reference/rglru.hpp"
-#include "hawk/rglru/backward_dispatch.cuh"
 #include "hawk/rglru/rglru.cuh"
 
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "gate_residual_test_support.cuh"
+#include "support.cuh"
 
 using hawk_test::raw;
 

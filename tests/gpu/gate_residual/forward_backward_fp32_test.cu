@@ -1,6 +1,6 @@
 // Gate-residual correctness for element type fp32 (residual, y, out, dout, dy), with bf16 and fp32 gates and
 // int32 and int64 indices: the instantiation file of Forward/Backward<float, *, *> with the shipped tiles.
-#include "correctness_checks.cuh"
+#include "forward_backward_dtype_tests.cuh"
 
 TEST_CASE("fp32: forward, dy and dgate match float64 for every gate and index type, D and N",
           "[gate_residual][gpu][fp32]") {

@@ -1,7 +1,7 @@
 // dgate determinism, bitwise: repeatable over 10 runs for every layout path, identical across the three
 // layout descriptions of the same idx, identical when the batch is split in pieces that keep each group
 // whole, identical inside a CUDA graph; and negative controls showing that these comparisons can fail.
-#include "gate_residual_test_support.cuh"
+#include "support.cuh"
 
 using hawk_test::raw;
 

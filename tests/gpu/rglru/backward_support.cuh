@@ -1,7 +1,7 @@
 #pragma once
 // Shared by the RG-LRU backward tests: upstream gradients, device buffers for the backward's outputs, one
 // forward (with checkpoints) + backward call through an explicit configuration or the default dispatch, and the
-// comparison with the float64 reference fed exactly the rounded inputs. Builds on forward_test_support.cuh.
+// comparison with the float64 reference fed exactly the rounded inputs. Builds on support.cuh.
 
 #include <catch2/catch.hpp>
 
@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "forward_test_support.cuh"
+#include "support.cuh"
 #include "hawk/rglru/operators/backward.cuh"
 #include "hawk/rglru/backward_dispatch.cuh"
 

@@ -1,6 +1,6 @@
 // Gate-residual correctness for element type bf16 (residual, y, out, dout, dy), with bf16 and fp32 gates and
 // int32 and int64 indices: the instantiation file of Forward/Backward<__nv_bfloat16, *, *> with the shipped tiles.
-#include "correctness_checks.cuh"
+#include "forward_backward_dtype_tests.cuh"
 
 TEST_CASE("bf16: forward, dy and dgate match float64 for every gate and index type, D and N",
           "[gate_residual][gpu][bf16]") {
