@@ -19,7 +19,8 @@ namespace {
 
 using Element = __half;
 using MyConfig = hawk::rglru::ForwardConfig<Element, /*BlockWidth=*/96, /*WidthTile=*/32, /*TimeChunk=*/32,
-                                            /*Threads=*/128, hawk::rglru::ResetFlags, hawk::rglru::GateMode::kFused>;
+                                            /*ProducerThreads=*/128, hawk::rglru::ResetFlags,
+                                            hawk::rglru::GateMode::kFused>;
 using MyForward = hawk::rglru::Forward<MyConfig>;
 
 template <class T>
@@ -124,9 +125,9 @@ int main() {
     href2 += want.h_final[i] * want.h_final[i];
   }
   const double rel = std::sqrt(diff2 / ref2), hrel = std::sqrt(hdiff2 / href2);
-  std::printf("custom ForwardConfig<fp16, w=%d, WidthTile=%d, TimeChunk=%d, Threads=%d, %s>: %zu bytes of shared "
+  std::printf("custom ForwardConfig<fp16, w=%d, WidthTile=%d, TimeChunk=%d, ProducerThreads=%d, %s>: %zu bytes of shared "
               "memory; y rel L2 = %.2e, h_final rel L2 = %.2e\n",
-              MyConfig::kBlockWidth, MyConfig::kWidthTile, MyConfig::kTimeChunk, MyConfig::kThreads,
+              MyConfig::kBlockWidth, MyConfig::kWidthTile, MyConfig::kTimeChunk, MyConfig::kProducerThreads,
               MyConfig::ResetPolicy::kName, MyConfig::kSharedBytes, rel, hrel);
   return rel <= 1e-3 && hrel <= 1e-4 ? 0 : 1;
 }

@@ -30,7 +30,8 @@ struct Row {
 
 template <class Config>
 std::string config_name() {
-  return "WidthTile " + std::to_string(Config::kWidthTile) + ", Threads " + std::to_string(Config::kThreads) +
+  // "Threads": the label of earlier results (bench/results), kept so that their rows compare.
+  return "WidthTile " + std::to_string(Config::kWidthTile) + ", Threads " + std::to_string(Config::kProducerThreads) +
          ", Stages " + std::to_string(Config::kStages) + ", TimeChunk " + std::to_string(Config::kTimeChunk);
 }
 
