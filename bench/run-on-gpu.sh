@@ -61,7 +61,8 @@ if [ $sanitize = 1 ]; then
       [ "$(basename "$exe")" = "$suite" ] && chosen="$chosen $exe"; done; done; exes=$chosen
   fi
   # context_parallel runs as 2 ranks emulated on one GPU (its NCCL mode needs one GPU per rank).
-  programs=(); [ "${HAWK_SANITIZE_EXAMPLES:-1}" = 0 ] || for example in build-gpu/examples/*; do
+  programs=(); [ "${HAWK_SANITIZE_EXAMPLES:-1}" = 0 ] ||
+  for example in build-gpu/examples/[0-9]* build-gpu/examples/context_parallel/context_parallel; do
     [ -x "$example" ] && [ -f "$example" ] || continue
     if [ "$(basename "$example")" = context_parallel ]; then programs+=(--program "$example --emulate 2")
     else programs+=(--program "$example"); fi
@@ -86,8 +87,9 @@ if [ $run_bench = 1 ]; then
   done
 fi
 # Context parallelism's strong scaling (1, 2, 4, 8 GPUs, as many as the machine has; NCCL, multicast off).
-if [ $run_bench = 1 ] && echo context_parallel | grep -Eq "$bench_filter" && [ -x build-gpu/examples/context_parallel ]; then
-  NCCL_NVLS_ENABLE=0 timeout 300 build-gpu/examples/context_parallel --bench "$out/context_parallel.json" \
+cp_example=build-gpu/examples/context_parallel/context_parallel
+if [ $run_bench = 1 ] && echo context_parallel | grep -Eq "$bench_filter" && [ -f $cp_example ] && [ -x $cp_example ]; then
+  NCCL_NVLS_ENABLE=0 timeout 300 $cp_example --bench "$out/context_parallel.json" \
     > "$out/context_parallel.log" 2>&1; code=$?
   [ $code = 0 ] || [ $code = 77 ] || { echo "context_parallel --bench FAILED"; status=1; }
   cat "$out/context_parallel.log"

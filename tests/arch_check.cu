@@ -1,4 +1,4 @@
-// Compiled for sm_80 and sm_100 in every build (tests/CMakeLists.txt), besides the configured architectures:
+// Compiled for sm_80, sm_89, sm_100 and sm_120 in every build (tests/CMakeLists.txt), besides the configured architectures:
 // every public header, and one configuration of each operator instantiated, so nothing in the library is
 // sm_90-only by accident. Never run; linking is not needed.
 #include "hawk/hawk.cuh"

@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the RG-LRU benchmarks (bench_rglru.cu, sweep_forward_configs.cu): random inputs on the device,
+// Shared by the RG-LRU benchmarks (bench_rglru.cu, sweep_rglru_forward_configs.cu): random inputs on the device,
 // CUDA-event timing with AB/BA rounds, the seed-000 JSON pieces, and the rotated buffers of one problem.
 
 #include <cuda_runtime_api.h>

@@ -51,6 +51,14 @@ enum DeviceCheckBit : unsigned int {
 //! Bytes reserved at the start of a workspace for the check word (the rest of the workspace stays aligned).
 constexpr std::size_t kDeviceCheckBytes = 256;
 
+//! Threads per CTA of the check kernels (both families): one index per thread.
+constexpr int kDeviceCheckThreads = 256;
+
+//! CTAs that give each of `items` indices its own thread.
+inline unsigned device_check_blocks(std::int64_t items) {
+  return static_cast<unsigned>((items + kDeviceCheckThreads - 1) / kDeviceCheckThreads);
+}
+
 //! What each bit means: its status code and the words that name the argument at fault.
 struct DeviceCheckMeaning {
   unsigned int bit;

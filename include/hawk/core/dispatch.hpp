@@ -47,14 +47,3 @@
     }                                                                                                 \
     return ::hawk::Status(::hawk::StatusCode::kUnsupportedConfiguration, "unknown index type");       \
   }()
-
-//! Call BODY with `constexpr bool NAME` equal to the runtime condition.
-#define HAWK_BOOL_SWITCH(CONDITION, NAME, ...)                                                        \
-  [&]() -> ::hawk::Status {                                                                           \
-    if (CONDITION) {                                                                                  \
-      constexpr bool NAME = true;                                                                     \
-      return __VA_ARGS__();                                                                           \
-    }                                                                                                 \
-    constexpr bool NAME = false;                                                                      \
-    return __VA_ARGS__();                                                                             \
-  }()

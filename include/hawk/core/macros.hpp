@@ -9,7 +9,3 @@
 #define HAWK_HOST_DEVICE inline
 #define HAWK_DEVICE inline
 #endif
-
-#define HAWK_VERSION_MAJOR 0
-#define HAWK_VERSION_MINOR 1
-#define HAWK_VERSION_PATCH 0

@@ -27,63 +27,71 @@
 #include "hawk/core/dispatch.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/gate_residual/arguments.hpp"
-#include "hawk/gate_residual/backward.cuh"
-#include "hawk/gate_residual/forward.cuh"
-#include "hawk/gate_residual/policy.cuh"
+#include "hawk/gate_residual/config.hpp"
+#include "hawk/gate_residual/operators/backward.cuh"
+#include "hawk/gate_residual/operators/forward.cuh"
 
 namespace hawk {
 namespace gate_residual {
 
+namespace detail {
+
+//! Calls `visit(Element{}, Gate{}, Index{})` (value-initialised tags) with the C++ types of the runtime
+//! (dtype, gate_dtype, index_type), or returns kUnsupportedConfiguration: the one dtype switch behind all four
+//! entry points.
+template <class Visit>
+Status visit_dtypes(const ProblemShape& shape, Visit&& visit) {
+  return HAWK_DISPATCH_DTYPE(shape.dtype, Element, [&] {
+    return HAWK_DISPATCH_PARAM_DTYPE(shape.gate_dtype, Gate, [&] {
+      return HAWK_DISPATCH_INDEX(shape.index_type, Index, [&] { return visit(Element{}, Gate{}, Index{}); });
+    });
+  });
+}
+
+}  // namespace detail
+
+//! The default forward operator for the element, gate and index types.
+template <class Element, class Gate, class Index>
+using DefaultForward = Forward<Element, Gate, Index, DefaultForwardTile>;
+//! The default backward operator for the element, gate and index types.
+template <class Element, class Gate, class Index>
+using DefaultBackward = Backward<Element, Gate, Index, DefaultBackwardTile>;
+
 //! Host checks of the default forward (no device work).
 inline Status forward_can_implement(const ForwardArguments& args) {
-  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
-    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
-      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
-        return Forward<Element, Gate, Index, DefaultForwardTile>::can_implement(args);
-      });
-    });
+  return detail::visit_dtypes(args.shape, [&](auto element, auto gate, auto index) {
+    return DefaultForward<decltype(element), decltype(gate), decltype(index)>::can_implement(args);
   });
 }
 
 //! Workspace bytes of the default forward: when validating idx, the check word (256 bytes) plus a 4·G-byte
 //! table for kContiguousSegments; else 0.
 inline std::size_t forward_workspace_size(const ForwardArguments& args) {
-  return Forward<float, float, std::int64_t, DefaultForwardTile>::workspace_size(args);
+  return DefaultForward<float, float, std::int64_t>::workspace_size(args);
 }
 
 //! out = residual + gate[idx] · y with the shipped configuration for the runtime dtypes.
 inline Status forward(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes,
                       cudaStream_t stream) {
-  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
-    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
-      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
-        return Forward<Element, Gate, Index, DefaultForwardTile>::run(args, workspace, workspace_bytes, stream);
-      });
-    });
+  return detail::visit_dtypes(args.shape, [&](auto element, auto gate, auto index) {
+    return DefaultForward<decltype(element), decltype(gate), decltype(index)>::run(args, workspace, workspace_bytes,
+                                                                                   stream);
   });
 }
 
 //! Host checks of the default backward (no device work).
 inline Status backward_can_implement(const BackwardArguments& args) {
-  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
-    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
-      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
-        return Backward<Element, Gate, Index, DefaultBackwardTile>::can_implement(args);
-      });
-    });
+  return detail::visit_dtypes(args.shape, [&](auto element, auto gate, auto index) {
+    return DefaultBackward<decltype(element), decltype(gate), decltype(index)>::can_implement(args);
   });
 }
 
 //! Workspace bytes of the default backward (0 when the arguments cannot run: see backward_can_implement).
 inline std::size_t backward_workspace_size(const BackwardArguments& args) {
   std::size_t bytes = 0;
-  const Status status = HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
-    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
-      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
-        bytes = Backward<Element, Gate, Index, DefaultBackwardTile>::workspace_size(args);
-        return Status::success();
-      });
-    });
+  const Status status = detail::visit_dtypes(args.shape, [&](auto element, auto gate, auto index) {
+    bytes = DefaultBackward<decltype(element), decltype(gate), decltype(index)>::workspace_size(args);
+    return Status::success();
   });
   return status.ok() ? bytes : 0;
 }
@@ -91,12 +99,9 @@ inline std::size_t backward_workspace_size(const BackwardArguments& args) {
 //! dy, dgate (and optionally a dresidual copy) with the shipped configuration for the runtime dtypes.
 inline Status backward(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes,
                        cudaStream_t stream) {
-  return HAWK_DISPATCH_DTYPE(args.shape.dtype, Element, [&] {
-    return HAWK_DISPATCH_PARAM_DTYPE(args.shape.gate_dtype, Gate, [&] {
-      return HAWK_DISPATCH_INDEX(args.shape.index_type, Index, [&] {
-        return Backward<Element, Gate, Index, DefaultBackwardTile>::run(args, workspace, workspace_bytes, stream);
-      });
-    });
+  return detail::visit_dtypes(args.shape, [&](auto element, auto gate, auto index) {
+    return DefaultBackward<decltype(element), decltype(gate), decltype(index)>::run(args, workspace,
+                                                                                    workspace_bytes, stream);
   });
 }
 

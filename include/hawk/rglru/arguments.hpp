@@ -28,25 +28,11 @@
 #include <cstdint>
 
 #include "hawk/core/dtype.hpp"
-#include "hawk/rglru/reset_policy.hpp"
+#include "hawk/rglru/checkpoint_layout.hpp"
+#include "hawk/rglru/modes.hpp"
 
 namespace hawk {
 namespace rglru {
-
-//! Fused: the kernel projects gx, ga from x with the block-diagonal Wx, Wa (tensor cores, fp32 accumulate).
-//! GateLogits: the caller passes gx, ga already projected (bias included).
-enum class GateMode : int { kFused, kGateLogits };
-
-//! Rows of the checkpoint matrix for T tokens in N sequences with chunks of C tokens.
-inline std::int64_t checkpoint_rows(std::int64_t num_tokens, std::int64_t num_sequences, std::int64_t chunk) {
-  return num_tokens / chunk + num_sequences;
-}
-
-//! Row of the checkpoint matrix for sequence n (starting at token `sequence_start`), chunk j.
-inline constexpr std::int64_t checkpoint_row(std::int64_t sequence_start, std::int64_t n, std::int64_t j,
-                                             std::int64_t chunk) {
-  return sequence_start / chunk + n + j;
-}
 
 //! The problem's shape, common to forward and backward.
 struct ProblemShape {
@@ -78,7 +64,7 @@ struct ForwardArguments {
   ProblemShape shape;
   DType dtype = DType::kBFloat16;    //!< element type E, for the default dispatch
   GateMode mode = GateMode::kFused;  //!< for the default dispatch
-  //! Which tokens are resets (reset_policy.hpp). The default follows SPEC §1: a sequence's first token is a
+  //! Which tokens are resets (modes.hpp). The default follows SPEC §1: a sequence's first token is a
   //! reset unless the caller says it continues a cached state (kNone: decode, the restricted contract); kFlags
   //! reads `reset`. An operator `Forward<Config>` requires it to match `Config::ResetPolicy`.
   ResetMode reset_mode = ResetMode::kSequenceStart;

@@ -1,6 +1,7 @@
 #pragma once
 //! \file
-//! The compile-time shape of an RG-LRU forward kernel: element type, block width, width tile, time chunk,
+//! The compile-time shapes of the RG-LRU kernels: `ForwardConfig` (forward and decode) and, built on it,
+//! `BackwardConfig` (the backward's three kernels; below). Forward: element type, block width, width tile, time chunk,
 //! threads, pipeline depth, reset policy and gate mode, gathered in one struct (mamba's `Ktraits`, CUTLASS's
 //! policies). Everything the kernel needs to know about its tiles (shared-memory layout, MMA warp grid, vector
 //! widths) is derived here, and impossible combinations are rejected by `static_assert`s that say why.
@@ -8,12 +9,12 @@
 //! A user writes their own configuration the same way the shipped ones are written:
 //!
 //!     using MyConfig = hawk::rglru::ForwardConfig<__nv_bfloat16, /*BlockWidth=*/128, /*WidthTile=*/64,
-//!                                                 /*TimeChunk=*/64, /*Threads=*/256,
+//!                                                 /*TimeChunk=*/64, /*ProducerThreads=*/256,
 //!                                                 hawk::rglru::ResetFlags, hawk::rglru::GateMode::kFused>;
 //!     hawk::rglru::Forward<MyConfig>::run(args, nullptr, 0, stream);
 //!
-//! How a CTA works (forward_kernel.cuh): one CTA per (sequence, width tile of `WidthTile` channels), with
-//! `Threads` producer threads plus `kScanWarps` scan warps. It walks its sequence in chunks of `TimeChunk`
+//! How a CTA works (kernels/forward_kernel.cuh): one CTA per (sequence, width tile of `WidthTile` channels), with
+//! `ProducerThreads` producer threads plus `kScanWarps` scan warps. It walks its sequence in chunks of `TimeChunk`
 //! tokens. Per chunk, producers: (1) the chunk's inputs arrive in shared memory
 //! through a `Stages`-deep cp.async pipeline (fused mode: the x rows of the whole block, [TimeChunk,
 //! BlockWidth], since each output channel needs every input of its block; gate-logits mode: the x, gx, ga
@@ -37,8 +38,7 @@
 #include <type_traits>
 
 #include "hawk/core/element.cuh"
-#include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/reset_policy.hpp"
+#include "hawk/rglru/modes.hpp"
 
 namespace hawk {
 namespace rglru {
@@ -84,11 +84,12 @@ constexpr bool kUsesTensorCores = std::is_same<Element, __nv_bfloat16>::value ||
 //! \tparam WidthTile   channels per CTA. Must divide BlockWidth (fused mode) so that a CTA's channels share
 //!                     one block; W must be a multiple of it (checked at run time by can_implement).
 //! \tparam TimeChunk   tokens per pipeline step; also the checkpoint chunk.
-//! \tparam Threads     threads per CTA, a multiple of 32 and of WidthTile.
-//! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags (reset_policy.hpp).
+//! \tparam ProducerThreads  the producer threads per CTA (load, projection, gate math), a multiple of 32 and of
+//!                     WidthTile; the forward kernel adds kScanWarps warps to them (kKernelThreads in all).
+//! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags (modes.hpp).
 //! \tparam Mode        GateMode::kFused or GateMode::kGateLogits.
 //! \tparam Stages      depth of the cp.async input pipeline (2 = double buffering).
-template <class Element_, int BlockWidth_, int WidthTile_, int TimeChunk_, int Threads_, class ResetPolicy_,
+template <class Element_, int BlockWidth_, int WidthTile_, int TimeChunk_, int ProducerThreads_, class ResetPolicy_,
           GateMode Mode_, int Stages_ = 2>
 struct ForwardConfig {
   using Element = Element_;
@@ -98,8 +99,12 @@ struct ForwardConfig {
   static constexpr int kBlockWidth = BlockWidth_;
   static constexpr int kWidthTile = WidthTile_;
   static constexpr int kTimeChunk = TimeChunk_;
-  static constexpr int kThreads = Threads_;
-  static constexpr int kWarps = Threads_ / 32;
+  //! The producer threads (the file comment): the threads that load, project and compute gates.
+  static constexpr int kProducerThreads = ProducerThreads_;
+  //! The same count under its older name, kept so that code written against it still compiles; the kernels use
+  //! kProducerThreads (the forward kernel launches kKernelThreads, producers and scan warps).
+  static constexpr int kThreads = ProducerThreads_;
+  static constexpr int kWarps = ProducerThreads_ / 32;
   static constexpr int kStages = Stages_;
   static constexpr bool kTensorCores = kUsesTensorCores<Element_>;
 
@@ -113,21 +118,21 @@ struct ForwardConfig {
   //! Elements per 16-byte vector access.
   static constexpr int kVec = ElementTraits<Element>::kVecSize;
 
-  static_assert(Threads_ % 32 == 0 && Threads_ >= 64 && Threads_ <= 1024,
-                "ForwardConfig: Threads must be a multiple of 32 in [64, 1024]");
+  static_assert(ProducerThreads_ % 32 == 0 && ProducerThreads_ >= 64 && ProducerThreads_ <= 1024,
+                "ForwardConfig: ProducerThreads must be a multiple of 32 in [64, 1024]");
   static_assert(WidthTile_ >= 8 && detail::is_power_of_two(WidthTile_),
                 "ForwardConfig: WidthTile must be a power of two >= 8 (16-byte stores of whole tile rows)");
   static_assert(WidthTile_ % kVec == 0,
                 "ForwardConfig: WidthTile must be a multiple of the 16-byte vector width (4 fp32, 8 fp16/bf16)");
-  static_assert(WidthTile_ <= Threads_, "ForwardConfig: WidthTile must not exceed Threads (one thread per channel "
-                                        "runs the recurrence)");
-  static_assert(Threads_ % WidthTile_ == 0,
-                "ForwardConfig: Threads must be a multiple of WidthTile (each thread owns one channel in the gate "
-                "phase)");
+  static_assert(WidthTile_ <= ProducerThreads_,
+                "ForwardConfig: WidthTile must not exceed ProducerThreads (one thread per channel runs the recurrence)");
+  static_assert(ProducerThreads_ % WidthTile_ == 0,
+                "ForwardConfig: ProducerThreads must be a multiple of WidthTile (each thread owns one channel in the "
+                "gate phase)");
   static_assert(TimeChunk_ % 16 == 0 && TimeChunk_ >= 16 && TimeChunk_ <= 256,
                 "ForwardConfig: TimeChunk must be a multiple of 16 (the MMA M tile) in [16, 256]");
-  static_assert((TimeChunk_ * WidthTile_) % Threads_ == 0,
-                "ForwardConfig: TimeChunk * WidthTile must be a multiple of Threads (gate phase work split)");
+  static_assert((TimeChunk_ * WidthTile_) % ProducerThreads_ == 0,
+                "ForwardConfig: TimeChunk * WidthTile must be a multiple of ProducerThreads (gate phase work split)");
   static_assert(Stages_ >= 2 && Stages_ <= 8, "ForwardConfig: Stages must be in [2, 8]");
 
   static_assert(!kFused || BlockWidth_ > 0, "ForwardConfig: fused mode needs BlockWidth = w > 0");
@@ -155,27 +160,27 @@ struct ForwardConfig {
   static constexpr int kMmaWarpsM = kWarps / (kMmaWarpsN > 0 ? kMmaWarpsN : 1);
   static_assert(!(kFused && kTensorCores) || kMmaWarpsN > 0,
                 "ForwardConfig: no warp grid fits: TimeChunk must be a multiple of 16·(warps along M) and "
-                "2·WidthTile a multiple of 16·(warps along N) for some power-of-two split of Threads/32 warps");
+                "2·WidthTile a multiple of 16·(warps along N) for some power-of-two split of ProducerThreads/32 warps");
 
   //! SIMT fp32 projection (fp32 elements): each thread computes a kSimtRows x 4 block of outputs.
   static constexpr int kSimtCols = 4;
-  static constexpr int kSimtRows = (TimeChunk_ * kProjCols) / (Threads_ * kSimtCols);
+  static constexpr int kSimtRows = (TimeChunk_ * kProjCols) / (ProducerThreads_ * kSimtCols);
   static_assert(!(kFused && !kTensorCores) ||
-                    ((TimeChunk_ * kProjCols) % (Threads_ * kSimtCols) == 0 && kSimtRows >= 1 &&
-                     TimeChunk_ % kSimtRows == 0 && Threads_ % (kProjCols / kSimtCols) == 0),
-                "ForwardConfig: fp32 fused projection needs TimeChunk·2·WidthTile a multiple of 4·Threads, "
-                "Threads a multiple of WidthTile/2");
+                    ((TimeChunk_ * kProjCols) % (ProducerThreads_ * kSimtCols) == 0 && kSimtRows >= 1 &&
+                     TimeChunk_ % kSimtRows == 0 && ProducerThreads_ % (kProjCols / kSimtCols) == 0),
+                "ForwardConfig: fp32 fused projection needs TimeChunk·2·WidthTile a multiple of 4·ProducerThreads, "
+                "ProducerThreads a multiple of WidthTile/2");
 
-  // ---- warp specialisation (forward_kernel.cuh) -----------------------------------------------------------
-  //! `Threads` are the producer threads (load, projection, gate math); `kScanWarps` more warps consume the
+  // ---- warp specialisation (kernels/forward_kernel.cuh) ---------------------------------------------------
+  //! `ProducerThreads` are the producer threads (load, projection, gate math); `kScanWarps` more warps consume the
   //! finished gate tiles and run the recurrence, so that the scan of chunk j overlaps the projection and gate
   //! math of chunk j + 1. One scan thread per channel; lanes past WidthTile idle.
   static constexpr int kScanWarps = (WidthTile_ + 31) / 32;
   static constexpr int kScanThreads = 32 * kScanWarps;
   //! Threads per CTA as launched: producers, then the scan warps.
-  static constexpr int kKernelThreads = Threads_ + kScanThreads;
-  static_assert(kKernelThreads <= 1024, "ForwardConfig: Threads + the scan warps (WidthTile rounded up to 32) must "
-                                        "not exceed 1024 threads per CTA");
+  static constexpr int kKernelThreads = ProducerThreads_ + kScanThreads;
+  static_assert(kKernelThreads <= 1024, "ForwardConfig: ProducerThreads + the scan warps (WidthTile rounded up to "
+                                        "32) must not exceed 1024 threads per CTA");
 
   // ---- shared memory layout (bytes, each region 128-byte aligned) -------------------------------------------
   //! One pipeline stage: fused = x rows [TimeChunk][kInputStride]; gate-logits = x, gx, ga [TimeChunk][WidthTile].
@@ -187,7 +192,7 @@ struct ForwardConfig {
   //! One fp32 gate tile; the forward double-buffers it (kGateTiles) between producers and scan warps.
   static constexpr std::size_t kGateBytes = detail::round_up_bytes(sizeof(float) * TimeChunk_ * kGateStride);
   static constexpr int kGateTiles = 2;
-  //! The hand-off barriers (forward_kernel.cuh): one "full" and one "empty" cuda::barrier per gate tile.
+  //! The hand-off barriers (kernels/forward_kernel.cuh): one "full" and one "empty" cuda::barrier per gate tile.
   static constexpr int kHandOffBarriers = 2 * kGateTiles;
   static constexpr std::size_t kBarrierBytes =
       detail::round_up_bytes(sizeof(cuda::barrier<cuda::thread_scope_block>) * kHandOffBarriers);
@@ -210,6 +215,95 @@ struct ForwardConfig {
 //! The time chunk of every configuration that the default dispatch ships (and therefore the checkpoint chunk
 //! a caller of `hawk::rglru::forward` must use): 64 tokens.
 constexpr int kDefaultTimeChunk = 64;
+
+// ==== the backward ===============================================================================================
+// `BackwardConfig`: the compile-time shape of the RG-LRU backward (SPEC §1, backward). It is built on the
+// `ForwardConfig` whose checkpoints it reads, so the two cannot disagree on the time chunk (the checkpoint
+// layout), the block width, the width tile, the reset policy or the gate mode; it adds the shapes of the
+// backward's own product and reduction kernels. Every tile size and reduction split is a compile-time
+// constant, never chosen from N, B, T or the SM count: row gradients are bitwise batch-invariant and every
+// gradient is bitwise repeatable.
+//
+//     using Fwd = hawk::rglru::ForwardConfig<__nv_bfloat16, 128, 32, 64, 256, hawk::rglru::ResetFlags,
+//                                            hawk::rglru::GateMode::kFused>;
+//     using Bwd = hawk::rglru::BackwardConfig<Fwd>;
+//     hawk::rglru::Backward<Bwd>::run(args, workspace, workspace_bytes, stream);
+//
+// Three kernels use it:
+// 1. the backward scan (`kernels/backward_scan_kernel.cuh`): one CTA per (sequence, width tile) walks the time chunks in
+//    reverse, recomputes h inside each chunk from the forward's fp32 checkpoints, and produces dx (direct path),
+//    d gx, d ga, dh0 and a per-(sequence, channel) partial of d a_param;
+// 2. fused mode only, the block-diagonal products (`kernels/backward_projection_kernels.cuh`): the projection path of dx,
+//    and per-time-segment partials of dWx, dbx, dWa, dba, on tf32 tensor cores;
+// 3. the ordered reductions (`kernels/ordered_sum_kernel.cuh`): partials summed in index order, no atomics.
+
+//! How many tf32 tensor-core products make up one fp32 product in the backward's block-diagonal products
+//! (dx += Wx·dgx + Wa·dga, dW = Σ xᵀ·dg).
+//! - 1: operands rounded to tf32 (10-bit mantissa) once. x and the weights of a bf16/fp16 problem are exact in
+//!   tf32; only the fp32 gradient operand (d gx, d ga) is rounded: about 3e-4 relative error in dW, below the
+//!   storage precision of a bf16 or fp16 dx.
+//! - 3: "3xTF32": each fp32 operand split into a tf32 high part and a tf32 remainder, products lo·hi + hi·lo +
+//!   hi·hi in fp32: about fp32 accuracy, used when the element type itself is fp32.
+template <class Element>
+constexpr int default_tf32_passes() {
+  return std::is_same<Element, float>::value ? 3 : 1;
+}
+
+//! Tokens summed into one dW / db partial (the backward's time segment). A compile-time constant shared by every
+//! configuration: the partials, and so the reduction order of the parameter gradients, depend on T only, never on
+//! the split of the batch into sequences or on the device.
+constexpr int kWeightGradSegment = 1024;
+
+//! The backward configuration that matches the forward configuration `ForwardConfig_`.
+//!
+//! \tparam ForwardConfig_ the `ForwardConfig` that produced the checkpoints (its TimeChunk is the checkpoint chunk)
+//! \tparam Tf32Passes_    1 or 3, see default_tf32_passes()
+template <class ForwardConfig_, int Tf32Passes_ = default_tf32_passes<typename ForwardConfig_::Element>()>
+struct BackwardConfig {
+  //! The forward configuration this backward is paired with (it wrote the checkpoints). Not `Forward`, which
+  //! names the forward operator.
+  using PairedForward = ForwardConfig_;
+  using Element = typename PairedForward::Element;
+  using ResetPolicy = typename PairedForward::ResetPolicy;
+  static constexpr GateMode kMode = PairedForward::kMode;
+  static constexpr bool kFused = PairedForward::kFused;
+  static constexpr int kBlockWidth = PairedForward::kBlockWidth;
+  static constexpr int kWidthTile = PairedForward::kWidthTile;
+  static constexpr int kTimeChunk = PairedForward::kTimeChunk;
+  //! Threads of the backward scan kernel: as many as its paired forward has producers (the same work split).
+  static constexpr int kThreads = PairedForward::kProducerThreads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kTf32Passes = Tf32Passes_;
+
+  // ---- backward scan -----------------------------------------------------------------------------------------
+  //! Channels one thread handles at once in the scan's parallel phases: one 16-byte fp32 vector.
+  static constexpr int kChannelVector = 4;
+  //! Threads that handle one token row of the tile in the parallel phases.
+  static constexpr int kThreadsPerRow = kWidthTile / kChannelVector;
+  //! The reverse recurrence (dh) runs on the threads from kDhThreadOffset, the first whole warp after the forward
+  //! replay's (h) threads, so the two recurrences of a chunk run at the same time on different warps when
+  //! there are enough threads; otherwise one after the other on the same threads.
+  static constexpr int kDhThreadOffset = (kWidthTile + 31) / 32 * 32;
+  static constexpr bool kConcurrentRecurrences = kThreads >= kDhThreadOffset + kWidthTile;
+
+  // ---- block-diagonal products (fused mode) ----------------------------------------------------------------
+  //! One product tile: 64 rows x 64 columns, reduction staged 32 deep through shared memory, 8 warps.
+  static constexpr int kProductRows = 64;
+  static constexpr int kProductCols = 64;
+  static constexpr int kProductStep = 32;
+  static constexpr int kProductThreads = 256;
+  static constexpr int kWeightGradSegment = ::hawk::rglru::kWeightGradSegment;
+
+  static_assert(Tf32Passes_ == 1 || Tf32Passes_ == 3, "BackwardConfig: Tf32Passes must be 1 or 3");
+  static_assert(kWidthTile % kChannelVector == 0, "BackwardConfig: WidthTile must be a multiple of 4");
+  static_assert(kThreads % kThreadsPerRow == 0,
+                "BackwardConfig: Threads must be a multiple of WidthTile / 4, so that a thread always handles the "
+                "same channels (that fixes the order in which d a_param is accumulated)");
+  static_assert(kWeightGradSegment % kProductStep == 0, "BackwardConfig: the dW segment must be whole product steps");
+
+  //! A printable name, for benchmarks and error messages.
+  static const char* mode_name() { return kFused ? "fused" : "gate_logits"; }
+};
 
 }  // namespace rglru
 }  // namespace hawk

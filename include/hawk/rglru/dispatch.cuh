@@ -1,7 +1,10 @@
 #pragma once
 //! \file
 //! The default dispatch: `hawk::rglru::forward(args, workspace, workspace_bytes, stream)` picks a shipped
-//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs `Forward<Config>`.
+//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs `Forward<Config>`;
+//! `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and `backward` runs
+//! `Backward<BackwardConfig<Config>>`. One function, `visit_default_config`, maps the runtime values to the
+//! configuration for all three, so the backward always matches the forward that wrote its checkpoints.
 //!
 //! Batch invariance: the configuration (and therefore every bit of the result) is chosen only from
 //! (dtype, mode, reset mode, W, H) — never from B, L, N, T or the device — so a sequence gives the same bits
@@ -21,30 +24,51 @@
 //! | bf16, fp16 | gate-logits | any | 32        | 256     | 4      | bandwidth: 3 chunks of loads in flight per CTA   |
 //! | fp32       | gate-logits | any | 32        | 256     | 3      |                                                  |
 //!
-//! Threads counts the producers (loads, projection, gate math); each CTA also runs ceil(WidthTile / 32) scan
-//! warps (config.cuh).
+//! Threads counts the producers (ProducerThreads: loads, projection, gate math); each forward CTA also runs
+//! ceil(WidthTile / 32) scan warps (config.cuh).
 //!
-//! Other block widths: write a ForwardConfig and call Forward<Config> (examples/custom_tile_config.cu).
+//! Other block widths: write a ForwardConfig and call Forward<Config> (examples/01_rglru_custom_config.cu).
 //!
 //! Decode is this same call with a few tokens per sequence: `reset_mode = kNone`, `h0` = the cached states,
 //! `h_final` = the same pointer (in-place update) and `state_index` naming each sequence's row of the state
 //! pool. Token-by-token decode gives bitwise the prefill's y and final state (tests/gpu/rglru/
-//! forward_invariance_test.cu proves it; examples/rglru_decode.cu shows it). `decode()` below is that call with
+//! forward_invariance_test.cu proves it; examples/02_rglru_decode.cu shows it). `decode()` below is that call with
 //! the state arguments checked; for the common step of one token per sequence (dense, no checkpoints) it runs
 //! `DecodeStep<Config>` instead, which packs 64 sequences into one CTA and gives the same bits.
+//!
+//! Backward: `hawk::rglru::backward(args, workspace, workspace_bytes, stream)` runs `Backward<BackwardConfig<F>>`
+//! where F is the forward configuration that `hawk::rglru::forward` picks for the same (dtype, mode, reset mode,
+//! w): the backward always matches the forward that wrote the checkpoints. Every shipped configuration has TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk`
+//! must be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>`.
+//!
+//! Like the forward's, the choice depends only on (dtype, mode, reset mode, W, H), never on B, L, N, T or the
+//! device: row gradients are bitwise batch-invariant.
+//!
+//! Shipped backward configurations = one per shipped forward configuration (the table above): fused mode
+//! for w in {64, 128, 256} and gate-logits mode for any H, in bf16, fp16 and fp32, for each reset policy; tf32
+//! products with 1 pass for bf16 / fp16 and 3 passes (3xTF32) for fp32.
+//!
+//! Workspace: `backward_workspace_size(args)` bytes (operators/backward.cuh documents the layout): N·W·4 bytes in
+//! gate-logits mode; 12·T·W + N·W·4 + 8·S·(H·w² + W) bytes in fused mode (S = ceil(T / 1024)), plus T bytes of
+//! live-token flags when padding is possible; plus, first, the device checks' word and claim table
+//! (DeviceCheckLayout) when they run.
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "hawk/core/dispatch.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/config.cuh"
-#include "hawk/rglru/decode_step.cuh"
-#include "hawk/rglru/forward.cuh"
-#include "hawk/rglru/reset_policy.hpp"
+#include "hawk/rglru/modes.hpp"
+#include "hawk/rglru/operators/backward.cuh"
+#include "hawk/rglru/operators/checks.hpp"
+#include "hawk/rglru/operators/decode_step.cuh"
+#include "hawk/rglru/operators/forward.cuh"
+#include "hawk/rglru/operators/index_checks.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -82,30 +106,52 @@ Status dispatch_reset_mode(ResetMode mode, Body&& body) {
   return Status(StatusCode::kInvalidArgument, "unknown reset_mode");
 }
 
-//! Calls `visit(Config{})` with the shipped configuration for args (dtype, mode, reset mode, w), or returns
-//! kUnsupportedConfiguration.
+//! Calls `visit(Config{})` with the shipped forward configuration for (dtype, mode, reset mode, w), or returns
+//! kUnsupportedConfiguration. The one place that maps runtime values to a configuration: forward, decode and
+//! (through BackwardConfig<Config>) backward all visit through it.
 template <class Visit>
-Status visit_default_config(const ForwardArguments& args, Visit&& visit) {
-  return HAWK_DISPATCH_DTYPE(args.dtype, Element, [&] {
-    return dispatch_reset_mode(args.reset_mode, [&](auto policy) -> Status {
+Status visit_default_config(DType dtype, GateMode mode, ResetMode reset_mode, std::int64_t block_width,
+                            Visit&& visit) {
+  return HAWK_DISPATCH_DTYPE(dtype, Element, [&] {
+    return dispatch_reset_mode(reset_mode, [&](auto policy) -> Status {
       using Policy = decltype(policy);
-      if (args.mode == GateMode::kGateLogits) return visit(typename DefaultGateLogitsConfig<Element, Policy>::type{});
-      switch (args.shape.block_width()) {
+      if (mode == GateMode::kGateLogits) return visit(typename DefaultGateLogitsConfig<Element, Policy>::type{});
+      switch (block_width) {
         case 64: return visit(typename DefaultFusedConfig<Element, 64, Policy>::type{});
         case 128: return visit(typename DefaultFusedConfig<Element, 128, Policy>::type{});
         case 256: return visit(typename DefaultFusedConfig<Element, 256, Policy>::type{});
         default: break;
       }
       return Status(StatusCode::kUnsupportedConfiguration,
-                    "no shipped fused configuration for block width w = " + std::to_string(args.shape.block_width()) +
-                        " (shipped: 64, 128, 256); write a ForwardConfig and use Forward<Config>");
+                    "no shipped fused configuration for block width w = " + std::to_string(block_width) +
+                        " (shipped: 64, 128, 256); write a ForwardConfig and use Forward<Config> (or "
+                        "Backward<BackwardConfig<Config>>)");
     });
   });
 }
 
+//! The forward configuration for a forward or decode call.
+template <class Visit>
+Status visit_default_config(const ForwardArguments& args, Visit&& visit) {
+  return visit_default_config(args.dtype, args.mode, args.reset_mode, args.shape.block_width(),
+                              static_cast<Visit&&>(visit));
+}
+
+//! Calls `visit(BackwardConfig<F>{})` with F the shipped forward configuration for args, or returns
+//! kUnsupportedConfiguration.
+template <class Visit>
+Status visit_default_backward_config(const BackwardArguments& args, Visit&& visit) {
+  HAWK_REQUIRE(args.checkpoint_chunk == kDefaultTimeChunk, StatusCode::kUnsupportedConfiguration,
+               "checkpoint_chunk is " + std::to_string(args.checkpoint_chunk) +
+                   "; the shipped configurations use TimeChunk " + std::to_string(kDefaultTimeChunk) +
+                   " (run Backward<BackwardConfig<YourForwardConfig>> for a custom chunk)");
+  return visit_default_config(args.dtype, args.mode, args.reset_mode, args.shape.block_width(),
+                              [&](auto config) -> Status { return visit(BackwardConfig<decltype(config)>{}); });
+}
+
 }  // namespace detail
 
-//! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (validate.cuh), or 0.
+//! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (operators/index_checks.cuh), or 0.
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
@@ -150,6 +196,31 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
       if (DecodeStep<Config>::applies(args)) return DecodeStep<Config>::run(args, workspace, workspace_bytes, stream);
     }
     return Forward<Config>::run(args, workspace, workspace_bytes, stream);
+  });
+}
+
+//! Workspace bytes `backward(args, ...)` needs (the same for every configuration; see operators/backward.cuh).
+//! (A template only so that including this header instantiates no kernel until it is called.)
+template <class = void>
+std::size_t backward_workspace_size(const BackwardArguments& args) {
+  return BackwardWorkspaceLayout::make(args, kWeightGradSegment).total;
+}
+
+//! Whether the default dispatch can run `args` (host checks only; no device work).
+template <class = void>
+Status backward_can_implement(const BackwardArguments& args) {
+  HAWK_RETURN_IF_ERROR(check_backward_shape(args));
+  return detail::visit_default_backward_config(args, [&](auto config) -> Status {
+    return Backward<decltype(config)>::can_implement(args);
+  });
+}
+
+//! The RG-LRU backward with the configuration matching the default forward's (see the file comment).
+template <class = void>
+Status backward(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+  HAWK_RETURN_IF_ERROR(check_backward_shape(args));
+  return detail::visit_default_backward_config(args, [&](auto config) -> Status {
+    return Backward<decltype(config)>::run(args, workspace, workspace_bytes, stream);
   });
 }
 

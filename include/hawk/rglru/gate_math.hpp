@@ -9,7 +9,7 @@
 
 #include "hawk/core/macros.hpp"
 #include "hawk/core/math.hpp"
-#include "hawk/rglru/reset_policy.hpp"
+#include "hawk/rglru/modes.hpp"
 
 namespace hawk {
 namespace rglru {

@@ -1,23 +1,16 @@
 #pragma once
 //! \file
-//! The RG-LRU family: configurations, operators, the default dispatch, and the per-token math they share.
+//! The RG-LRU family, whole: arguments, configurations, the operators (Forward, DecodeStep, Backward), the
+//! default dispatch (forward, decode, backward) and context parallelism. The layers under it (block/, kernels/,
+//! operators/) are described in docs/ARCHITECTURE.md.
 
-#include "hawk/rglru/argument_checks.hpp"
 #include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/async_copy.cuh"
-#include "hawk/rglru/backward.cuh"
-#include "hawk/rglru/backward_config.cuh"
-#include "hawk/rglru/backward_dispatch.cuh"
-#include "hawk/rglru/backward_projection_kernel.cuh"
-#include "hawk/rglru/backward_scan_kernel.cuh"
 #include "hawk/rglru/config.cuh"
-#include "hawk/rglru/decode_step.cuh"
-#include "hawk/rglru/decode_step_kernel.cuh"
+#include "hawk/rglru/context_parallel/context_parallel.cuh"
+#include "hawk/rglru/context_parallel/early_exit.cuh"
 #include "hawk/rglru/dispatch.cuh"
-#include "hawk/rglru/forward.cuh"
-#include "hawk/rglru/forward_kernel.cuh"
 #include "hawk/rglru/gate_math.hpp"
-#include "hawk/rglru/param_grad_reduce_kernel.cuh"
-#include "hawk/rglru/projection.cuh"
-#include "hawk/rglru/reset_policy.hpp"
-#include "hawk/rglru/validate.cuh"
+#include "hawk/rglru/modes.hpp"
+#include "hawk/rglru/operators/backward.cuh"
+#include "hawk/rglru/operators/decode_step.cuh"
+#include "hawk/rglru/operators/forward.cuh"

@@ -13,7 +13,7 @@
 #include "fuzz.hpp"
 #include "hawk/core/dtype.hpp"
 #include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/reset_policy.hpp"
+#include "hawk/rglru/modes.hpp"
 
 namespace hawk_fuzz {
 namespace rglru_fuzz {
@@ -238,7 +238,7 @@ std::vector<std::string> shape_hazards(const Args& a) {
   return h;
 }
 
-//! The context-parallel corrections' own size arithmetic (context_parallel_early_exit.cuh): the [N, W] state
+//! The context-parallel corrections' own size arithmetic (context_parallel/early_exit.cuh): the [N, W] state
 //! bytes and (backward) the parameter-gradient bytes.
 template <class Args>
 std::vector<std::string> piece_hazards(const Args& a) {

@@ -572,7 +572,7 @@ EntryPoint<ForwardCtx> forward_correct_entry() {
   return e;
 }
 
-//! The first token of the backward's suffix (context_parallel_early_exit.cuh), without overflow.
+//! The first token of the backward's suffix (context_parallel/early_exit.cuh), without overflow.
 std::int64_t suffix_start(std::int64_t L, std::int64_t suffix) {
   if (suffix <= 0 || L <= suffix) return 0;
   return (L - suffix) / 64 * 64;

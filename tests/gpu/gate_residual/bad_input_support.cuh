@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "gate_residual_test_support.cuh"
+#include "support.cuh"
 #include "hawk/core/device_checks.cuh"
 
 namespace gr_bad {

@@ -10,7 +10,7 @@
 //   device checks (cu_seqlens, state_index out of range or duplicate) as run()'s status when it waits for them,
 //   or later through read_device_checks / the report word when it does not.
 // (Padding slots, non-finite states across resets and CUDA graphs: backward_state_pool_test.cu.)
-#include "backward_test_support.cuh"
+#include "backward_support.cuh"
 
 #include <algorithm>
 #include <cmath>

@@ -8,7 +8,7 @@
 // - forward + backward captured in a CUDA graph with the device checks on: every replay re-checks its own slots,
 //   a bad replay writes nothing and read_device_checks reports it.
 // (Duplicate and out-of-range slots as run()'s status, and the deferred verdict: backward_properties_test.cu.)
-#include "backward_test_support.cuh"
+#include "backward_support.cuh"
 
 #include <algorithm>
 #include <cmath>

@@ -22,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-#include "backward_test_support.cuh"
+#include "backward_support.cuh"
 #include "hawk/rglru/context_parallel.cuh"
 #include "hawk/rglru/context_parallel_early_exit.cuh"
 
@@ -292,7 +292,7 @@ void check_context_parallel(GateMode mode, const Case& c) {
   CHECK(dx_cmp.relative_l2 <= hawk_test::storage_tolerance<E>());
 }
 
-//! The fast mode with early-exit corrections (context_parallel_early_exit.cuh) on one sequence split at
+//! The fast mode with early-exit corrections (context_parallel/early_exit.cuh) on one sequence split at
 //! `bounds`. `expect` is the path the corrections must take. When they stop early (typical gates: A is 0, the
 //! combined carries are exact), y, h_final, the row gradients and dh0 must be bitwise one call's. When they
 //! rerun the piece (slow_decay keeps a_bar near 1, so A is far from 0 and the carry still matters after

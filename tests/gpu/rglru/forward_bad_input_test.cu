@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "forward_test_support.cuh"
+#include "support.cuh"
 
 namespace {
 

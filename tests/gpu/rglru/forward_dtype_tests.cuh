@@ -6,7 +6,7 @@
 
 #include <type_traits>
 
-#include "forward_test_support.cuh"
+#include "support.cuh"
 
 namespace rglru_test {
 

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "forward_test_support.cuh"
+#include "support.cuh"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "forward_test_support.cuh"
+#include "support.cuh"
 
 namespace {
 

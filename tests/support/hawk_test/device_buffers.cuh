@@ -1,6 +1,7 @@
 #pragma once
 // Test, example and benchmark support: random inputs, device buffers (Thrust), poisoning, comparisons.
-// Not part of the library.
+// Not part of the library. tests/support/hawk_test is the one support library: the tests, the benchmarks and
+// the examples all link it (the CMake target hawk_support), so none of them grows its own copy.
 
 #include <cuda_runtime_api.h>
 #include <thrust/copy.h>

@@ -1,0 +1,139 @@
+// Which forward configuration to ship next: candidate ForwardConfigs (width tile, producer threads, pipeline
+// stages, time chunk) timed at the issue-4 shapes, bf16, a reset at each sequence start, forward only, each
+// against the configuration the default dispatch ships today. Only configurations that are shipped are tested for
+// correctness (the GPU suite); a candidate that wins here becomes shipped, and tested, before its numbers count.
+//
+// Protocol as bench_rglru (bench_rglru_support.cuh): CUDA events, warm-up, AB/BA rounds against the shipped
+// configuration, 20 back-to-back calls per sample, inputs rotated beyond the L2. JSON to stdout and argv[1];
+// a table on stderr.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_rglru_support.cuh"
+#include "hawk/rglru/rglru.cuh"
+
+namespace {
+
+using namespace rglru_bench;
+using hawk::rglru::ForwardConfig;
+using Policy = hawk::rglru::ResetAtSequenceStart;
+constexpr GateMode kFused = GateMode::kFused;
+constexpr GateMode kLogits = GateMode::kGateLogits;
+
+struct Row {
+  std::string shape, mode, config;
+  double candidate_us = 0, shipped_us = 0;
+  std::string status;
+};
+
+template <class Config>
+std::string config_name() {
+  // "Threads": the label of earlier results (bench/results), kept so that their rows compare.
+  return "WidthTile " + std::to_string(Config::kWidthTile) + ", Threads " + std::to_string(Config::kProducerThreads) +
+         ", Stages " + std::to_string(Config::kStages) + ", TimeChunk " + std::to_string(Config::kTimeChunk);
+}
+
+//! Times Candidate against Shipped at shape s, AB/BA.
+template <class Candidate, class Shipped>
+Row compare(const char* shape_name, const Shape& s, GateMode mode) {
+  Row row;
+  row.shape = shape_name;
+  row.mode = mode == kFused ? "fused" : "gate_logits";
+  row.config = config_name<Candidate>();
+  ForwardBuffers b = make_buffers(s, mode, s.B);
+  // The forward alone: a reset at each sequence start, no h0, no checkpoints.
+  auto args_for = [&](int set) {
+    return arguments(s, mode, ResetMode::kSequenceStart, /*with_h0=*/false, /*decode=*/false, b, set, s.B);
+  };
+  const hawk::Status can = hawk::rglru::Forward<Candidate>::can_implement(args_for(0));
+  if (!can.ok()) {
+    row.status = "cannot run: " + can.to_string();
+    return row;
+  }
+  bool failed = false;
+  auto run = [&](auto config, int rep) {
+    using Config = decltype(config);
+    const hawk::Status status =
+        hawk::rglru::Forward<Config>::run(args_for(rep % b.sets), nullptr, 0, nullptr);
+    failed = failed || !status.ok();
+  };
+  const auto times = time_ab([&](int rep) { run(Candidate{}, rep); }, [&](int rep) { run(Shipped{}, rep); }, 20);
+  row.candidate_us = 1000.0 * times.first.median();
+  row.shipped_us = 1000.0 * times.second.median();
+  row.status = failed ? "a call failed" : "ok";
+  return row;
+}
+
+template <int BlockWidth, int WidthTile, int Threads, int Stages, int TimeChunk = 64>
+using Fused = ForwardConfig<Element, BlockWidth, WidthTile, TimeChunk, Threads, Policy, kFused, Stages>;
+template <int WidthTile, int Threads, int Stages, int TimeChunk = 64>
+using Logits = ForwardConfig<Element, 0, WidthTile, TimeChunk, Threads, Policy, kLogits, Stages>;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Shape seed{4, 2048, 2048, 16, 60.0};       // w = 128
+  const Shape small{16, 1024, 1024, 16, 40.0};     // w = 64
+  const Shape prefill{1, 8192, 2560, 10, 150.0};   // w = 256 (RecurrentGemma-2B)
+  using ShippedW128 = hawk::rglru::DefaultFusedConfig<Element, 128, Policy>::type;
+  using ShippedW64 = hawk::rglru::DefaultFusedConfig<Element, 64, Policy>::type;
+  using ShippedW256 = hawk::rglru::DefaultFusedConfig<Element, 256, Policy>::type;
+  using ShippedLogits = hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type;
+
+  std::vector<Row> rows;
+  // Fused, w = 128, at the seed shape.
+  rows.push_back(compare<Fused<128, 32, 256, 3>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 16, 256, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 16, 128, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 32, 128, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 64, 256, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 32, 256, 2, 32>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  // Fused, w = 64.
+  rows.push_back(compare<Fused<64, 32, 256, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<Fused<64, 32, 128, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<Fused<64, 16, 128, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  // Fused, w = 256, one long sequence.
+  rows.push_back(compare<Fused<256, 16, 128, 2>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 8, 128, 2>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 16, 256, 3>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  // Gate-logits mode.
+  for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
+                                    std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill}}) {
+    rows.push_back(compare<Logits<16, 128, 4>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<16, 256, 4>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<32, 256, 2>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<64, 256, 4>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<32, 256, 4, 32>, ShippedLogits>(name, shape, kLogits));
+  }
+
+  cudaDeviceProp properties{};
+  BENCH_CUDA(cudaGetDeviceProperties(&properties, 0));
+  const char* commit = std::getenv("HAWK_COMMIT");
+  std::string json = "{\n  \"benchmark\": \"rglru_forward_config_sweep\",\n  \"gpu\": \"" + std::string(properties.name) +
+                     "\",\n  \"commit\": \"" + (commit ? commit : "unknown") +
+                     "\",\n  \"protocol\": \"bf16, ResetAtSequenceStart, forward only; medians of 20 samples of 20 "
+                     "calls, AB/BA against the shipped configuration\",\n  \"rows\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    json += "    {\"shape\": \"" + r.shape + "\", \"mode\": \"" + r.mode + "\", \"candidate\": \"" + r.config +
+            "\", \"candidate_us\": " + number(r.candidate_us) + ", \"shipped_us\": " + number(r.shipped_us) +
+            ", \"status\": \"" + r.status + "\"}" + (i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  json += "  ]\n}\n";
+  std::fputs(json.c_str(), stdout);
+  if (argc > 1) {
+    if (FILE* f = std::fopen(argv[1], "w")) {
+      std::fputs(json.c_str(), f);
+      std::fclose(f);
+    }
+  }
+  std::fprintf(stderr, "%-18s %-11s %-52s %10s %10s %7s\n", "shape", "mode", "candidate", "cand. us", "shipped us",
+               "ratio");
+  for (const Row& r : rows)
+    std::fprintf(stderr, "%-18s %-11s %-52s %10.1f %10.1f %7.2f %s\n", r.shape.c_str(), r.mode.c_str(),
+                 r.config.c_str(), r.candidate_us, r.shipped_us, r.candidate_us > 0 ? r.shipped_us / r.candidate_us : 0.0,
+                 r.status == "ok" ? "" : r.status.c_str());
+  return 0;
+}

@@ -1,0 +1,190 @@
+#pragma once
+//! \file
+//! The phases of the backward scan's chunk (kernels/backward_scan_kernel.cuh), as named pieces:
+//! - `StagedChunk`: what a thread reads of the staged chunk (x, gx, ga of a token and channel, its reset flag);
+//! - (B) `chunk_gates`: a_bar and u of every token and channel of the tile, into shared tiles;
+//! - (C) `replay_chunk` and `reverse_chunk`: the forward recurrence replayed from the checkpoint, and the reverse
+//!   recurrence of dh, one thread per channel, token by token;
+//! the kernel's (D) combines them into the row gradients.
+//!
+//! Bits: each piece does the operations the kernel did inline, in the same order, through the same gate_math.hpp
+//! functions; the pieces are __forceinline__.
+
+#include <cstdint>
+
+#include "hawk/core/element.cuh"
+#include "hawk/rglru/gate_math.hpp"
+#include "hawk/rglru/modes.hpp"
+
+namespace hawk {
+namespace rglru {
+
+#if defined(__CUDACC__)
+
+namespace backward_detail {
+
+//! Tokens whose inputs the scan's recurrences load into registers at once (phase C): enough independent loads
+//! in flight to cover the shared-memory latency, few enough registers to keep two CTAs per SM.
+constexpr int kScanBatch = 16;
+
+//! One thread's view of the staged chunk: the chunk's inputs (`inputs`, the forward's stage layout), the fused
+//! projection's gx | ga (`gates`), its reset flags, and this thread's first channel `q` of the tile. `Config`
+//! is a BackwardConfig.
+template <class Config>
+struct StagedChunk {
+  using PairedForward = typename Config::PairedForward;
+  using Element = typename Config::Element;
+  static constexpr int kIS = PairedForward::kInputStride;
+  static constexpr int kGS = PairedForward::kGateStride;
+
+  const Element* inputs;
+  const float* gates;
+  const std::uint8_t* reset_flags;
+  std::int64_t chunk_start;
+  int col_in_block;
+  int q;
+
+  //! Whether token r of the chunk starts a document.
+  __device__ __forceinline__ bool is_reset(int r) const {
+    if constexpr (Config::ResetPolicy::kMode == ResetMode::kSequenceStart) {
+      return chunk_start + r == 0;
+    } else if constexpr (Config::ResetPolicy::kMode == ResetMode::kFlags) {
+      return reset_flags[r] != 0;
+    } else {
+      return false;
+    }
+  }
+
+  //! gx, ga of token r, channel q + v.
+  __device__ __forceinline__ void gate_logits(int r, int v, float& gx, float& ga) const {
+    if constexpr (Config::kFused) {
+      gx = gates[r * kGS + q + v];
+      ga = gates[r * kGS + Config::kWidthTile + q + v];
+    } else {
+      constexpr int kPlane = Config::kTimeChunk * kIS;
+      gx = to_float(inputs[kPlane + r * kIS + q + v]);
+      ga = to_float(inputs[2 * kPlane + r * kIS + q + v]);
+    }
+  }
+
+  //! x of token r, channel q + v.
+  __device__ __forceinline__ float x(int r, int v) const {
+    if constexpr (Config::kFused) {
+      return to_float(inputs[r * kIS + col_in_block + q + v]);
+    } else {
+      return to_float(inputs[r * kIS + q + v]);
+    }
+  }
+};
+
+//! (B) a_bar, u of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3, into
+//! a_bar_tile and u_tile ([TimeChunk][WidthTile] fp32); fused mode also keeps x of the tile in fp32 (x_tile).
+template <class Config, int RowsPerThread, int RowStep>
+__device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
+                                            int row0, int valid, float* a_bar_tile, float* u_tile, float* x_tile) {
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kV = Config::kChannelVector;
+  static_assert(kV == 4, "chunk_gates: one float4 of channels per thread");
+  const int q = staged.q;
+#pragma unroll
+  for (int row_step = 0; row_step < RowsPerThread; ++row_step) {
+    const int r = row0 + row_step * RowStep;
+    if (r >= valid) break;
+    const bool reset = staged.is_reset(r);
+    float x[kV], a_bar[kV], u[kV];
+#pragma unroll
+    for (int v = 0; v < kV; ++v) {
+      float gx, ga;
+      staged.gate_logits(r, v, gx, ga);
+      x[v] = staged.x(r, v);
+      const TokenGates g = token_gates(x[v], gx, ga, log_a_coeff[v], reset);
+      a_bar[v] = g.a_bar;
+      u[v] = g.u;
+    }
+    *reinterpret_cast<float4*>(a_bar_tile + r * kWT + q) = make_float4(a_bar[0], a_bar[1], a_bar[2], a_bar[3]);
+    *reinterpret_cast<float4*>(u_tile + r * kWT + q) = make_float4(u[0], u[1], u[2], u[3]);
+    if constexpr (Config::kFused)
+      *reinterpret_cast<float4*>(x_tile + r * kWT + q) = make_float4(x[0], x[1], x[2], x[3]);
+  }
+}
+
+//! (C) the forward replay of channel c through the chunk's `valid` tokens from `carry` (the checkpoint): u_tile's
+//! column c is replaced by h_{t-1} of every token. Register-batched: the inputs of kScanBatch tokens are loaded
+//! into registers first, then the chain of kScanBatch dependent steps runs on registers only, then its results
+//! are stored. (A loop that loads and stores shared memory token by token makes every load wait for the previous
+//! store, which the compiler cannot prove does not alias: ~40 cycles a token instead of the ~4 of the arithmetic
+//! chain.) The same operations in the same order as one token at a time: the same bits.
+template <class Config>
+__device__ __forceinline__ void replay_chunk(float* u_tile, const float* a_bar_tile, float carry, int valid, int c) {
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kB = kScanBatch;
+  static_assert(Config::kTimeChunk % kB == 0, "backward scan: TimeChunk must be a multiple of the scan batch");
+  // The replay starts from a checkpoint, which need not be the +0 that lets the forward skip the selection
+  // under ResetAtSequenceStart (recurrence_step_for): only NoReset, which has no reset token, replays without it.
+  constexpr ResetMode kReplayMode =
+      Config::ResetPolicy::kMode == ResetMode::kNone ? ResetMode::kNone : ResetMode::kFlags;
+  float h = carry;
+  int t = 0;
+  for (; t + kB <= valid; t += kB) {
+    float u[kB], a_bar[kB];
+#pragma unroll
+    for (int i = 0; i < kB; ++i) {
+      u[i] = u_tile[(t + i) * kWT + c];
+      a_bar[i] = a_bar_tile[(t + i) * kWT + c];
+    }
+#pragma unroll
+    for (int i = 0; i < kB; ++i) {
+      const float h_prev = h;
+      h = recurrence_step_for<kReplayMode>(a_bar[i], h, u[i]);
+      u[i] = h_prev;  // h_{t-1} of token t + i
+    }
+#pragma unroll
+    for (int i = 0; i < kB; ++i) u_tile[(t + i) * kWT + c] = u[i];
+  }
+  for (; t < valid; ++t) {  // the tail of a sequence's last chunk
+    const float u = u_tile[t * kWT + c];
+    u_tile[t * kWT + c] = h;  // h_{t-1} of token t
+    h = recurrence_step_for<kReplayMode>(a_bar_tile[t * kWT + c], h, u);
+  }
+}
+
+//! (C) the reverse recurrence of channel c through the chunk's `valid` tokens, last token first: dh of every
+//! token into dh_tile's column c. The carry (dh of the next token and its a_bar) enters and leaves in
+//! `dh_next`, `a_bar_next`, registers that the kernel keeps across chunks. Register-batched as replay_chunk.
+template <class Config>
+__device__ __forceinline__ void reverse_chunk(const typename Config::Element* dy_tile, const float* a_bar_tile,
+                                              float* dh_tile, int valid, int c, float& dh_next, float& a_bar_next) {
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kB = kScanBatch;
+  constexpr ResetMode kMode = Config::ResetPolicy::kMode;
+  int t = valid - 1;
+  for (; t + 1 - kB >= 0; t -= kB) {  // tokens t, t - 1, ..., t - kB + 1
+    float dy[kB], a_bar[kB];
+#pragma unroll
+    for (int i = 0; i < kB; ++i) {
+      dy[i] = to_float(dy_tile[(t - i) * kWT + c]);
+      a_bar[i] = a_bar_tile[(t - i) * kWT + c];
+    }
+#pragma unroll
+    for (int i = 0; i < kB; ++i) {
+      dy[i] = reverse_step_for<kMode>(a_bar_next, dh_next, dy[i]);  // dh of token t - i
+      dh_next = dy[i];
+      a_bar_next = a_bar[i];
+    }
+#pragma unroll
+    for (int i = 0; i < kB; ++i) dh_tile[(t - i) * kWT + c] = dy[i];
+  }
+  for (; t >= 0; --t) {  // the tail of a sequence's last chunk
+    const float dh = reverse_step_for<kMode>(a_bar_next, dh_next, to_float(dy_tile[t * kWT + c]));
+    dh_tile[t * kWT + c] = dh;
+    dh_next = dh;
+    a_bar_next = a_bar_tile[t * kWT + c];
+  }
+}
+
+}  // namespace backward_detail
+
+#endif  // __CUDACC__
+
+}  // namespace rglru
+}  // namespace hawk

@@ -1,0 +1,380 @@
+#pragma once
+//! \file
+//! The RG-LRU backward scan (SPEC §1, backward): one CTA per (sequence, width tile) walks its sequence's time
+//! chunks in reverse. For chunk j it
+//!   (A) streams in the chunk's inputs (cp.async, the previous chunk's loads in flight meanwhile) and reads the
+//!       forward's fp32 checkpoint, the carry entering chunk j;
+//!   (P) fused mode: recomputes gx, ga with the forward's own projection code (block/projection.cuh), so the gates
+//!       are the forward's bits;
+//!   (B) all threads: a_bar, u = token_gates(...) for the [TimeChunk, WidthTile] tile;
+//!   (C) one thread per channel replays the forward recurrence through the chunk in fp32 (`recurrence_step`,
+//!       token by token, from the checkpoint: the forward's h bits), keeping h_{t-1} of every token; at the same
+//!       time another thread per channel runs the reverse recurrence (`reverse_step`)
+//!           dh_t = dy_t + a_bar_{t+1} · dh_{t+1},   dh_t = dy_t when token t + 1 is a reset
+//!       token by token, with the carry (dh, a_bar of the next token) held in registers across chunks;
+//!   (D) all threads: token_gate_grads(...) per token and channel -> dx (direct path), dgx, dga, and this
+//!       thread's share of Σ_t dlog_a · (-c · r).
+//! At the end: dh0 = a_bar_0 · dh_0 (0 when token 0 is a reset: `initial_state_gradient`), and the (sequence,
+//! channel) partial of d a_param.
+//!
+//! Resets select, they do not multiply by zero (SPEC §1): the replay takes h_t = u_t and the reverse carry
+//! dh_t = dy_t at a reset, so a NaN or Inf in h0, in an earlier document's h or in a later document's dh never
+//! crosses it, and a packed row gives its documents' bits as separate calls.
+//!
+//! Nothing of size T·W is read from the forward besides x and dy: h is recomputed. Outputs: gate-logits mode
+//! writes dx, dgx, dga in the element type; fused mode writes fp32 dgx, dga and dx (direct path) to the
+//! workspace for the product kernels (kernels/backward_projection_kernels.cuh).
+//!
+//! Skipped sequences (`sequence_extent`: padding slot -1, or with the device checks off offsets / a slot out of
+//! range): nothing of them is read (dy, x, gates, checkpoints, dh_final) or written (row gradients, dh0); their
+//! d a_param partial row is written as zeros, so that the ordered sum over all N rows adds nothing for them. In
+//! fused mode, when a token can belong to no sequence the scan runs, the scan marks the tokens it does run in
+//! `live_tokens`, so that the product kernels neither write the dx rows of the others nor read their x.
+//! When the call's device checks failed (`checks`), the kernel returns at once: nothing is written.
+//!
+//! Bits. dh is advanced as fl(dy + fl(a_bar · dh)) (two roundings, no fused multiply-add): then a sequence run
+//! in two pieces, the second piece's dh0 = fl(a_bar · dh) fed as the first piece's dh_final, gives the same bits
+//! as one call. Every token's gradients depend only on its own sequence: bitwise batch-invariant.
+
+#include <cstdint>
+
+#include "hawk/core/async_copy.cuh"
+#include "hawk/core/device_checks.cuh"
+#include "hawk/core/element.cuh"
+#include "hawk/rglru/block/backward_scan_phases.cuh"
+#include "hawk/rglru/block/projection.cuh"
+#include "hawk/rglru/block/sequence_extent.cuh"
+#include "hawk/rglru/block/token_loader.cuh"
+#include "hawk/rglru/checkpoint_layout.hpp"
+#include "hawk/rglru/config.cuh"
+#include "hawk/rglru/gate_math.hpp"
+
+namespace hawk {
+namespace rglru {
+
+//! What the backward scan reads and writes: BackwardArguments with the element type applied.
+template <class Element>
+struct BackwardScanParams {
+  //! The call's device-check word (core/device_checks.cuh), or null when the checks are off: a set bit means
+  //! that an index tensor is bad, and the kernel writes nothing.
+  const unsigned int* checks = nullptr;
+  const Element* x = nullptr;
+  const Element* Wx = nullptr;
+  const float* bx = nullptr;
+  const Element* Wa = nullptr;
+  const float* ba = nullptr;
+  const Element* gx = nullptr;
+  const Element* ga = nullptr;
+  const float* a_param = nullptr;
+  const std::uint8_t* reset = nullptr;
+  const std::int32_t* state_index = nullptr;
+  const float* checkpoints = nullptr;
+  const Element* dy = nullptr;
+  // dh_final and dh0 may alias (a state pool): each element is read, then later written, by the same thread.
+  const float* dh_final = nullptr;
+  float* dh0 = nullptr;
+  // Gate-logits mode: the row gradients themselves.
+  Element* dx = nullptr;
+  Element* dgx = nullptr;
+  Element* dga = nullptr;
+  // Fused mode: fp32 row gradients for the product kernels, [T, W] each.
+  float* dx_direct_f32 = nullptr;
+  float* dgx_f32 = nullptr;
+  float* dga_f32 = nullptr;
+  //! Fused mode, when a token may belong to no sequence the scan runs (padding slots, or unchecked offsets):
+  //! [T] bytes, zeroed before the scan; the scan sets the bytes of every token it runs to 1. Null otherwise
+  //! (every token is run), and then never read.
+  std::uint8_t* live_tokens = nullptr;
+  float* da_param_partial = nullptr;  //!< [N, W]: Σ_t dlog_a · (-c · r) of sequence n, channel d
+  const std::int32_t* cu_seqlens = nullptr;
+  std::int64_t seq_len = 0;         //!< dense batches (cu_seqlens == nullptr)
+  std::int64_t num_tokens = 0;      //!< T: bounds the offsets (sequence_extent)
+  std::int64_t num_state_rows = 0;  //!< rows of dh_final / dh0 (S with state_index, else N): bounds the slots
+  std::int64_t width = 0;           //!< W
+  int width_tiles = 0;       //!< W / WidthTile: CTAs per sequence
+};
+
+#if defined(__CUDACC__)
+
+namespace backward_detail {
+
+//! Shared-memory layout of one scan CTA (bytes, 128-byte aligned regions).
+//!
+//! Fused mode keeps one stage of block rows [TimeChunk][BlockWidth] (the largest buffer): the next chunk's rows
+//! are requested as soon as the gate phase has copied this chunk's x tile out, so the load overlaps the
+//! recurrences and the gradient phase, and two CTAs still fit on an SM at w = 256. Gate-logits mode double-buffers
+//! its small x, gx, ga tiles. dy and the reset flags are always double-buffered.
+template <class Config>
+struct ScanLayout {
+  using PairedForward = typename Config::PairedForward;
+  using Element = typename Config::Element;
+  static constexpr int kC = Config::kTimeChunk;
+  static constexpr int kWT = Config::kWidthTile;
+  static constexpr int kInputStages = Config::kFused ? 1 : 2;
+  //! The forward's input stage: fused = x rows of the block; gate-logits = x, gx, ga tiles.
+  static constexpr std::size_t kInputBytes = PairedForward::kStageBytes;
+  static constexpr std::size_t kDyBytes = detail::round_up_bytes(sizeof(Element) * kC * kWT);
+  static constexpr std::size_t kTileBytes = detail::round_up_bytes(sizeof(float) * kC * kWT);
+  static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(kC));
+
+  static constexpr std::size_t kWeightOffset = 0;  // fused: [BlockWidth][kWeightStride] = [Wx tile | Wa tile]
+  static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;  // fused: [bx tile | ba tile]
+  static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
+  static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes * kInputStages;  // [2][C][WT] Element
+  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * 2;                 // fused: [C][kGateStride]
+  static constexpr std::size_t kGateBytes = Config::kFused ? PairedForward::kGateBytes : 0;
+  static constexpr std::size_t kXOffset = kGateOffset + kGateBytes;  // fused: [C][WT] fp32 x of the tile
+  static constexpr std::size_t kXBytes = Config::kFused ? kTileBytes : 0;
+  static constexpr std::size_t kABarOffset = kXOffset + kXBytes;     // [C][WT]
+  static constexpr std::size_t kUOffset = kABarOffset + kTileBytes;  // [C][WT]: u, then h_{t-1}
+  static constexpr std::size_t kDhOffset = kUOffset + kTileBytes;    // [C][WT]
+  static constexpr std::size_t kResetOffset = kDhOffset + kTileBytes;  // [2][C]
+  static constexpr std::size_t kPartialOffset = kResetOffset + kResetBytes * 2;  // [Threads][4]
+  static constexpr std::size_t kPartialBytes =
+      detail::round_up_bytes(sizeof(float) * Config::kThreads * Config::kChannelVector);
+  static constexpr std::size_t kSharedBytes = kPartialOffset + kPartialBytes;
+  static_assert(kSharedBytes <= 227u * 1024u,
+                "BackwardConfig: the backward scan needs more than 227 KB of shared memory per CTA; use a smaller "
+                "TimeChunk or WidthTile");
+};
+
+//! Issue the cp.async of one chunk's inputs (rows [chunk_start, chunk_start + C) of the sequence) into `inputs`
+//! and of its dy tile into `dy`; reset flags (ResetFlags) with plain loads. Rows past the sequence end are
+//! zero-filled. Each thread waits for its own copies (cp_async_wait) and a barrier publishes them.
+template <class Config>
+__device__ __forceinline__ void load_backward_chunk(const BackwardScanParams<typename Config::Element>& p,
+                                                    typename Config::Element* inputs, typename Config::Element* dy,
+                                                    std::uint8_t* reset_flags, std::int64_t begin,
+                                                    std::int64_t chunk_start, std::int64_t length,
+                                                    std::int64_t input_col0, std::int64_t col0, int thread) {
+  using PairedForward = typename Config::PairedForward;
+  constexpr int kVec = PairedForward::kVec;
+  constexpr int kC = Config::kTimeChunk;
+  const std::int64_t W = p.width;
+  // x (and gx, ga) rows exactly as the forward stages them: the same projection reads them (P).
+  detail::load_chunk<PairedForward>(p.x, p.gx, p.ga, W, inputs, begin, chunk_start, length, input_col0, thread);
+  {
+    constexpr int kPiecesPerRow = Config::kWidthTile / kVec;
+    constexpr int kPieces = kC * kPiecesPerRow;
+#pragma unroll 4
+    for (int piece = thread; piece < kPieces; piece += Config::kThreads) {
+      const int row = piece / kPiecesPerRow;
+      const int col = (piece % kPiecesPerRow) * kVec;
+      const bool valid = chunk_start + row < length;
+      const std::int64_t offset = (begin + (valid ? chunk_start + row : 0)) * W + col0 + col;
+      cp_async_16(dy + row * Config::kWidthTile + col, p.dy + offset, valid);
+    }
+  }
+  if constexpr (Config::ResetPolicy::kMode == ResetMode::kFlags) {
+    for (int row = thread; row < kC; row += Config::kThreads)
+      reset_flags[row] = chunk_start + row < length ? p.reset[begin + chunk_start + row] : std::uint8_t{0};
+  }
+}
+
+}  // namespace backward_detail
+
+//! One CTA per (sequence n, width tile), flattened: blockIdx.x = n · width_tiles + tile (as the forward).
+template <class Config>
+__global__ void __launch_bounds__(Config::kThreads)
+    backward_scan_kernel(const BackwardScanParams<typename Config::Element> p) {
+  using PairedForward = typename Config::PairedForward;
+  using Element = typename Config::Element;
+  using Policy = typename Config::ResetPolicy;
+  using Layout = backward_detail::ScanLayout<Config>;
+  constexpr int kC = Config::kTimeChunk;
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kV = Config::kChannelVector;
+  constexpr int kInputElements = static_cast<int>(Layout::kInputBytes / sizeof(Element));
+  constexpr int kDyElements = static_cast<int>(Layout::kDyBytes / sizeof(Element));
+  constexpr int kResetStride = static_cast<int>(Layout::kResetBytes);
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  Element* weights = reinterpret_cast<Element*>(shared + Layout::kWeightOffset);
+  float* bias = reinterpret_cast<float*>(shared + Layout::kBiasOffset);
+  Element* input_stages = reinterpret_cast<Element*>(shared + Layout::kInputOffset);
+  Element* dy_stages = reinterpret_cast<Element*>(shared + Layout::kDyOffset);
+  float* gates = reinterpret_cast<float*>(shared + Layout::kGateOffset);
+  float* x_tile = reinterpret_cast<float*>(shared + Layout::kXOffset);
+  float* a_bar_tile = reinterpret_cast<float*>(shared + Layout::kABarOffset);
+  float* u_tile = reinterpret_cast<float*>(shared + Layout::kUOffset);  // u, then h_{t-1}
+  float* dh_tile = reinterpret_cast<float*>(shared + Layout::kDhOffset);
+  std::uint8_t* reset_stages = reinterpret_cast<std::uint8_t*>(shared + Layout::kResetOffset);
+  float* partials = reinterpret_cast<float*>(shared + Layout::kPartialOffset);
+
+  if (device_checks_failed(p.checks)) return;  // a bad index tensor: write nothing
+
+  const int thread = static_cast<int>(threadIdx.x);
+  const std::int64_t n = blockIdx.x / p.width_tiles;
+  const int tile = static_cast<int>(blockIdx.x % p.width_tiles);
+  const std::int64_t col0 = static_cast<std::int64_t>(tile) * kWT;
+  const std::int64_t W = p.width;
+
+  const SequenceExtent extent =
+      sequence_extent(p.cu_seqlens, p.seq_len, p.num_tokens, p.state_index, p.num_state_rows, n);
+  if (extent.skip) {
+    // Nothing of the sequence is read or written, but the ordered sum of d a_param reads every sequence's
+    // partial row: this one adds exactly nothing.
+    for (int c = thread; c < kWT; c += Config::kThreads) p.da_param_partial[n * W + col0 + c] = 0.0f;
+    return;
+  }
+  const std::int64_t begin = extent.begin;
+  const std::int64_t length = extent.length;
+  const std::int64_t state_row = extent.state_row;
+  if (p.live_tokens != nullptr && tile == 0) {
+    for (std::int64_t t = thread; t < length; t += Config::kThreads) p.live_tokens[begin + t] = 1;
+  }
+
+  // Roles in the serial phase: `h` threads replay the forward, `dh` threads run the reverse recurrence.
+  const bool h_thread = thread < kWT;
+  const int dh_channel = Config::kConcurrentRecurrences ? thread - Config::kDhThreadOffset : thread;
+  const bool dh_thread = dh_channel >= 0 && dh_channel < kWT;
+
+  // The reverse carry: dh of the next token and its a_bar (1 for dh_final: dh_{L-1} = dy_{L-1} + dh_final).
+  float dh_next = 0.0f;
+  float a_bar_next = 1.0f;
+  if (dh_thread && p.dh_final != nullptr) dh_next = p.dh_final[state_row * W + col0 + dh_channel];
+
+  // The parallel phases: thread -> channels [q, q + 4) of the tile, rows row0, row0 + kRowStep, ...
+  constexpr int kRowStep = Config::kThreads / Config::kThreadsPerRow;
+  //! Rows a thread handles per chunk in (B) and (D), in ascending order (the order of its d a_param sum); the
+  //! loops are unrolled so that the independent rows' math interleaves.
+  constexpr int kRowsPerThread = (kC + kRowStep - 1) / kRowStep;
+  const int q = (thread % Config::kThreadsPerRow) * kV;
+  const int row0 = thread / Config::kThreadsPerRow;
+  float log_a_coeff[kV];
+  float da_sum[kV];
+#pragma unroll
+  for (int v = 0; v < kV; ++v) {
+    log_a_coeff[v] = log_a_coefficient(p.a_param[col0 + q + v]);
+    da_sum[v] = 0.0f;
+  }
+
+  const int num_chunks = static_cast<int>((length + kC - 1) / kC);
+
+  // Fused: where the CTA's channels sit in their block, and the block's x columns it stages.
+  const detail::TileColumns columns = detail::tile_columns<PairedForward>(col0);
+  const int col_in_block = columns.col_in_block;
+  const std::int64_t input_col0 = columns.input_col0;
+  if constexpr (Config::kFused) {
+    if (num_chunks > 0) {
+      detail::load_weights<PairedForward>(p.Wx, p.Wa, weights, columns.block, col_in_block, thread);
+      detail::load_bias<PairedForward>(p.bx, p.ba, bias, columns.block, col_in_block, thread);
+    }
+  }
+  // Chunk j's inputs live in input stage j % kInputStages, its dy and reset flags in slot j % 2.
+  auto issue_chunk = [&](int chunk) {
+    backward_detail::load_backward_chunk<Config>(
+        p, input_stages + (chunk % Layout::kInputStages) * kInputElements, dy_stages + (chunk & 1) * kDyElements,
+        reset_stages + (chunk & 1) * kResetStride, begin, static_cast<std::int64_t>(chunk) * kC, length, input_col0,
+        col0, thread);
+  };
+  if (num_chunks > 0) issue_chunk(num_chunks - 1);
+  cp_async_commit();
+
+  for (int chunk = num_chunks - 1; chunk >= 0; --chunk) {
+    const std::int64_t chunk_start = static_cast<std::int64_t>(chunk) * kC;
+    const int valid = static_cast<int>(length - chunk_start < kC ? length - chunk_start : kC);
+    const Element* inputs = input_stages + (chunk % Layout::kInputStages) * kInputElements;
+    const Element* dy_tile = dy_stages + (chunk & 1) * kDyElements;
+    const std::uint8_t* reset_flags = reset_stages + (chunk & 1) * kResetStride;
+
+    // ---- (A) this chunk's inputs arrive ----------------------------------------------------------------------
+    float carry = 0.0f;  // the forward's fp32 state entering this chunk
+    if (h_thread) carry = p.checkpoints[checkpoint_row(begin, n, chunk, kC) * W + col0 + thread];
+    if constexpr (Config::kFused) {
+      cp_async_wait<0>();  // requested during the previous chunk (after its gate phase)
+    } else {
+      // Double-buffered: request the previous chunk into the other slots (last read by chunk + 1's phase D,
+      // which every thread finished), then wait for this one.
+      if (chunk > 0) issue_chunk(chunk - 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    }
+    __syncthreads();
+
+    // ---- (P) fused: gx | ga = x · [Wx | Wa](:, tile) + [bx | ba], the forward's own projection ---------------
+    if constexpr (Config::kFused) {
+      project_chunk<PairedForward>(inputs, weights, bias, gates, thread);
+      __syncthreads();
+    }
+
+    const backward_detail::StagedChunk<Config> staged{inputs, gates, reset_flags, chunk_start, col_in_block, q};
+
+    // ---- (B) a_bar, u of every token and channel of the tile (fused: x of the tile kept in fp32) -------------
+    backward_detail::chunk_gates<Config, kRowsPerThread, kRowStep>(staged, log_a_coeff, row0, valid, a_bar_tile,
+                                                                    u_tile, x_tile);
+    __syncthreads();
+
+    // Fused: the block rows are no longer needed; request the previous chunk's now, to land during (C) and (D).
+    if constexpr (Config::kFused) {
+      if (chunk > 0) issue_chunk(chunk - 1);
+      cp_async_commit();
+    }
+
+    // ---- (C) the two recurrences, one thread per channel, token by token -------------------------------------
+    if (h_thread) backward_detail::replay_chunk<Config>(u_tile, a_bar_tile, carry, valid, thread);
+    if (dh_thread)
+      backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, dh_channel, dh_next, a_bar_next);
+    __syncthreads();
+
+    // ---- (D) gradients of every token and channel ------------------------------------------------------------
+#pragma unroll
+    for (int row_step = 0; row_step < kRowsPerThread; ++row_step) {
+      const int r = row0 + row_step * kRowStep;
+      if (r >= valid) break;
+      const bool reset = staged.is_reset(r);
+      const float4 h_prev = *reinterpret_cast<const float4*>(u_tile + r * kWT + q);
+      const float4 dh = *reinterpret_cast<const float4*>(dh_tile + r * kWT + q);
+      const float h_prev_v[kV] = {h_prev.x, h_prev.y, h_prev.z, h_prev.w};
+      const float dh_v[kV] = {dh.x, dh.y, dh.z, dh.w};
+      float dx[kV], dgx[kV], dga[kV];
+#pragma unroll
+      for (int v = 0; v < kV; ++v) {
+        float gx, ga;
+        staged.gate_logits(r, v, gx, ga);
+        float x;
+        if constexpr (Config::kFused) {
+          x = x_tile[r * kWT + q + v];
+        } else {
+          x = staged.x(r, v);
+        }
+        const TokenGateGrads g = token_gate_grads(x, gx, ga, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
+        dx[v] = g.dx;
+        dgx[v] = g.dgx;
+        dga[v] = g.dga;
+        da_sum[v] += g.da_param_sum;
+      }
+      const std::int64_t offset = (begin + chunk_start + r) * W + col0 + q;
+      if constexpr (Config::kFused) {
+        *reinterpret_cast<float4*>(p.dx_direct_f32 + offset) = make_float4(dx[0], dx[1], dx[2], dx[3]);
+        *reinterpret_cast<float4*>(p.dgx_f32 + offset) = make_float4(dgx[0], dgx[1], dgx[2], dgx[3]);
+        *reinterpret_cast<float4*>(p.dga_f32 + offset) = make_float4(dga[0], dga[1], dga[2], dga[3]);
+      } else {
+        store_vector<Element, kV>(p.dx + offset, dx);
+        store_vector<Element, kV>(p.dgx + offset, dgx);
+        store_vector<Element, kV>(p.dga + offset, dga);
+      }
+    }
+    __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
+  }
+
+  // ---- dh0 and the d a_param partial ------------------------------------------------------------------------
+  // An empty sequence passes dh_final through: a_bar_next is still 1.
+  if (dh_thread && p.dh0 != nullptr)
+    p.dh0[state_row * W + col0 + dh_channel] = initial_state_gradient(a_bar_next, dh_next);
+
+  *reinterpret_cast<float4*>(partials + thread * kV) = make_float4(da_sum[0], da_sum[1], da_sum[2], da_sum[3]);
+  __syncthreads();
+  for (int c = thread; c < kWT; c += Config::kThreads) {
+    // Channel c lives in slot c % 4 of threads c / 4, c / 4 + kThreadsPerRow, ...: summed in thread order.
+    float sum = 0.0f;
+    for (int source = c / kV; source < Config::kThreads; source += Config::kThreadsPerRow)
+      sum += partials[source * kV + c % kV];
+    p.da_param_partial[n * W + col0 + c] = sum;
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace rglru
+}  // namespace hawk

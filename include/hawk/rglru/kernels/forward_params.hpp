@@ -1,0 +1,43 @@
+#pragma once
+//! \file
+//! `ForwardParams`: what the forward and decode kernels read (kernels/forward_kernel.cuh,
+//! kernels/decode_step_kernel.cuh). Its own file because both kernels take it and neither may include the
+//! other; the operators fill it from ForwardArguments (operators/lowering.hpp).
+
+#include <cstdint>
+
+namespace hawk {
+namespace rglru {
+
+//! ForwardArguments with the element type applied and shapes narrowed.
+template <class Element>
+struct ForwardParams {
+  const Element* x = nullptr;
+  const Element* Wx = nullptr;
+  const float* bx = nullptr;
+  const Element* Wa = nullptr;
+  const float* ba = nullptr;
+  const Element* gx = nullptr;
+  const Element* ga = nullptr;
+  const float* a_param = nullptr;
+  const std::uint8_t* reset = nullptr;
+  // h0 and h_final may alias (in-place state update): neither is __restrict__ nor read through the
+  // non-coherent cache. Each element is read and later written by the same thread.
+  const float* h0 = nullptr;
+  float* h_final = nullptr;
+  float* decay = nullptr;  //!< [S, W] or null: Π a_bar over the sequence (arguments.hpp)
+  const std::int32_t* state_index = nullptr;
+  Element* y = nullptr;
+  float* checkpoints = nullptr;
+  const std::int32_t* cu_seqlens = nullptr;
+  std::int64_t seq_len = 0;   //!< dense batches (cu_seqlens == nullptr)
+  std::int64_t num_tokens = 0;      //!< T: bounds the offsets of cu_seqlens
+  std::int64_t num_state_rows = 0;  //!< rows of the state tensors: bounds state_index
+  std::int64_t width = 0;     //!< W
+  int width_tiles = 0;        //!< W / WidthTile: CTAs per sequence
+  //! The device checks' word (core/device_checks.cuh), or null: set means bad index tensors, write nothing.
+  const unsigned int* checks = nullptr;
+};
+
+}  // namespace rglru
+}  // namespace hawk

@@ -1,0 +1,52 @@
+#pragma once
+//! \file
+//! The two runtime choices of an RG-LRU call that become compile-time parameters of its kernels: the gate mode
+//! (who projects the gate logits) and the reset policy (how a kernel learns that a token starts a new document,
+//! SPEC §1). Both are read by the configuration, the kernels, the operators and the dispatch alike.
+//!
+//! A reset token drops the incoming state (ā = 0) and skips the sqrt normalisation (m = 1), so h_t = x_t · i_t.
+//! The policy is a compile-time parameter: a kernel that cannot see resets pays nothing for them.
+
+namespace hawk {
+namespace rglru {
+
+//! Fused: the kernel projects gx, ga from x with the block-diagonal Wx, Wa (tensor cores, fp32 accumulate).
+//! GateLogits: the caller passes gx, ga already projected (bias included).
+enum class GateMode : int { kFused, kGateLogits };
+
+enum class ResetMode : int {
+  kNone,           //!< no token is a reset: Fattori's restricted contract when h0 is absent
+  kSequenceStart,  //!< the first token of every sequence is a reset (training with segment_pos starting at 0)
+  kFlags,          //!< per-token flags `reset[t]` (segment_pos == 0), any number per sequence
+};
+
+//! No resets anywhere; the state flows from h0 (or zero) through every token, m applied at t = 0 too.
+struct NoReset {
+  static constexpr ResetMode kMode = ResetMode::kNone;
+  static constexpr const char* kName = "NoReset";
+};
+
+//! Each sequence's first token is a reset; there are no others. h0 is then irrelevant (dropped at t = 0).
+struct ResetAtSequenceStart {
+  static constexpr ResetMode kMode = ResetMode::kSequenceStart;
+  static constexpr const char* kName = "ResetAtSequenceStart";
+};
+
+//! Per-token reset flags (one byte per token, nonzero = reset), read from `Arguments::reset`.
+struct ResetFlags {
+  static constexpr ResetMode kMode = ResetMode::kFlags;
+  static constexpr const char* kName = "ResetFlags";
+};
+
+//! The reset mode's name, as the reset policies spell it (error messages).
+inline const char* to_string(ResetMode mode) {
+  switch (mode) {
+    case ResetMode::kNone: return "NoReset";
+    case ResetMode::kSequenceStart: return "ResetAtSequenceStart";
+    case ResetMode::kFlags: return "ResetFlags";
+  }
+  return "unknown reset mode";
+}
+
+}  // namespace rglru
+}  // namespace hawk

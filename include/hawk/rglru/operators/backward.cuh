@@ -1,0 +1,311 @@
+#pragma once
+//! \file
+//! `hawk::rglru::Backward<Config>`: the host operator of the RG-LRU backward for one compile-time configuration
+//! (CUTLASS style), `Config` = `BackwardConfig<ForwardConfig<...>>`. `can_implement(args)` checks everything
+//! checkable on the host and touches no device memory; `workspace_size(args)`; `run(args, workspace,
+//! workspace_bytes, stream)` launches the device checks of the index tensors when asked (operators/index_checks.cuh), then
+//! the backward's kernels. No hidden allocation, no global state, no synchronisation unless
+//! `shape.wait_for_device_checks` asks for the device checks' verdict (core/device_checks.cuh gives the
+//! protocol; it works inside CUDA-graph capture). Bad input writes nothing: the host checks run before the
+//! first launch and return a Status; a bad index tensor found on the device makes every kernel that writes an
+//! output return at once, and its verdict reaches the caller as the protocol says.
+//!
+//! What it computes (SPEC §1): from dy and an optional dh_final, with the forward's inputs and its fp32 chunk
+//! checkpoints (the forward must have been run with `checkpoints` and `checkpoint_chunk == TimeChunk`):
+//! - fused mode: dx, dWx, dbx, dWa, dba, d a_param, and dh0 when asked;
+//! - gate-logits mode: dx, dgx, dga, d a_param, and dh0 when asked.
+//! Parameter gradients are fp32 and overwritten (not accumulated into). h0 is not read: the carry entering
+//! chunk 0 is checkpoint row 0, which holds h0 (or 0) as the forward saw it, even if the forward updated the
+//! state in place.
+//!
+//! Padding (SPEC §1): a sequence whose `state_index` slot is -1 is skipped: none of its dy, x, gx, ga, reset
+//! flags, checkpoints or dh_final row is read, none of its dx, dgx, dga rows or dh0 row is written, and it adds
+//! nothing to the parameter gradients (they equal the batch's without it, up to the grouping of the partial
+//! sums of dW, db). With the device checks off, a sequence whose offsets or slot are out of range is skipped
+//! the same way (block/sequence_extent.cuh): no kernel reads or writes outside its buffers, whatever the caller
+//! declares.
+//!
+//! Workspace (each region 256-byte aligned; the workspace itself must be 256-byte aligned, as cudaMalloc
+//! returns it), `workspace_size(args)` bytes:
+//! - first, when the device checks run: the check word and the state-slot claim table (DeviceCheckLayout), so
+//!   that `read_device_checks(workspace, stream)` finds the verdict at offset 0;
+//! - both modes: the d a_param partials, N·W·4 bytes;
+//! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·T·W·4 = 12·T·W
+//!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
+//!   dbx, dba (2·S·W·4 bytes), S = ceil(T / 1024); and T bytes of live-token flags when a token can belong to
+//!   no sequence the backward runs (`state_index` given, or packed with the device checks off).
+//! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
+//! (T·W·4 / TimeChunk bytes).
+//!
+//! Aliasing: no output may overlap an input, another output or the workspace, except dh0 == dh_final exactly (a
+//! state pool updated in place); the host checks return kInvalidArgument naming both tensors.
+//!
+//! Determinism: every gradient is bitwise repeatable (fixed tiles, fixed reduction orders, no atomics). Row
+//! gradients (dx, dgx, dga, dh0) are bitwise batch-invariant. Split consistency: running a sequence's backward in
+//! two pieces, the second piece's dh0 fed as the first piece's dh_final (and the forward's states passed as h0),
+//! gives bitwise the same row gradients and dh0; parameter gradients then agree to rounding (their partial sums
+//! are grouped differently).
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
+#include "hawk/core/dtype.hpp"
+#include "hawk/core/element.cuh"
+#include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
+#include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/config.cuh"
+#include "hawk/rglru/kernels/backward_projection_kernels.cuh"
+#include "hawk/rglru/kernels/backward_scan_kernel.cuh"
+#include "hawk/rglru/kernels/ordered_sum_kernel.cuh"
+#include "hawk/rglru/operators/checks.hpp"
+#include "hawk/rglru/operators/index_checks.cuh"
+
+namespace hawk {
+namespace rglru {
+
+//! Whether the fused-mode product kernels need to know which tokens the scan ran: when a token can belong to no
+//! sequence the scan runs (a padding slot, or packed offsets the device checks do not vouch for). Validated
+//! offsets cover every token exactly once (a failed check stops every kernel), and a dense batch without slots
+//! skips nothing.
+inline bool backward_needs_live_tokens(const BackwardArguments& args) {
+  return args.mode == GateMode::kFused &&
+         (args.state_index != nullptr || (args.shape.cu_seqlens != nullptr && !args.shape.validate_device_inputs));
+}
+
+//! Where each part of the backward's workspace lives (byte offsets; 0 size = absent).
+struct BackwardWorkspaceLayout {
+  static constexpr std::size_t kAlignment = kWorkspaceAlignment;
+  DeviceCheckLayout checks;                                // offset 0: the check word, the claim table
+  std::size_t da_param_partial = 0;                        // [N, W] fp32
+  std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [T, W] fp32 each
+  std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w]
+  std::size_t dbx_partial = 0, dba_partial = 0;            // fused: [S, W]
+  std::size_t live_tokens = 0, live_tokens_bytes = 0;      // fused, when needed: [T] bytes
+  std::int64_t segments = 0;                               // S
+  std::size_t total = 0;
+
+  //! The layout for `args` and a weight-gradient segment of `segment_tokens` tokens.
+  static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens) {
+    const ProblemShape& s = args.shape;
+    // Meaningless (negative) sizes count as 0: can_implement rejects them; the size must stay finite.
+    auto size = [](std::int64_t value) { return static_cast<std::size_t>(value > 0 ? value : 0); };
+    const std::size_t T = size(s.num_tokens), W = size(s.width), N = size(s.num_sequences);
+    const std::size_t w = size(s.block_width()), H = size(s.num_blocks);
+    BackwardWorkspaceLayout l;
+    // The device checks first: their word is the workspace's first word, where read_device_checks looks.
+    l.checks = DeviceCheckLayout::of(s, args.state_index);
+    WorkspaceCarver carver(nullptr, l.checks.bytes);
+    auto take = [&](std::size_t bytes) { return carver.take_bytes(bytes); };
+    l.da_param_partial = take(N * W * sizeof(float));
+    if (args.mode == GateMode::kFused) {
+      l.segments = static_cast<std::int64_t>((T + static_cast<std::size_t>(segment_tokens) - 1) /
+                                             static_cast<std::size_t>(segment_tokens));
+      const auto S = static_cast<std::size_t>(l.segments);
+      l.dgx = take(T * W * sizeof(float));
+      l.dga = take(T * W * sizeof(float));
+      l.dx_direct = take(T * W * sizeof(float));
+      l.dWx_partial = take(S * H * w * w * sizeof(float));
+      l.dWa_partial = take(S * H * w * w * sizeof(float));
+      l.dbx_partial = take(S * W * sizeof(float));
+      l.dba_partial = take(S * W * sizeof(float));
+      if (backward_needs_live_tokens(args)) {
+        l.live_tokens_bytes = T;
+        l.live_tokens = take(T);
+      }
+    }
+    l.total = carver.bytes();
+    return l;
+  }
+};
+
+template <class Config_>
+class Backward {
+ public:
+  using Config = Config_;
+  using Element = typename Config::Element;
+  using Layout = backward_detail::ScanLayout<Config>;
+
+  //! Everything checkable without touching device memory. Success means `run` launches, given enough
+  //! workspace (the device checks, when they run, may still stop the kernels from writing).
+  static Status can_implement(const BackwardArguments& args) {
+    HAWK_RETURN_IF_ERROR(check_backward_shape(args));
+    const ProblemShape& s = args.shape;
+    HAWK_RETURN_IF_ERROR(check_config_choices<Config>(args.dtype, args.mode, args.reset_mode));
+    HAWK_REQUIRE(args.checkpoint_chunk == Config::kTimeChunk, StatusCode::kInvalidArgument,
+                 "checkpoint_chunk is " + std::to_string(args.checkpoint_chunk) +
+                     " but the configuration's TimeChunk is " + std::to_string(Config::kTimeChunk) +
+                     " (the backward reads the checkpoints the forward wrote with its TimeChunk)");
+    if (Config::kFused) {
+      HAWK_REQUIRE(s.block_width() == Config::kBlockWidth, StatusCode::kUnsupportedConfiguration,
+                   "block width w = W / H = " + std::to_string(s.block_width()) +
+                       " but the configuration's BlockWidth is " + std::to_string(Config::kBlockWidth));
+      const std::int64_t tiles = (Config::kBlockWidth + Config::kProductCols - 1) / Config::kProductCols;
+      HAWK_REQUIRE(s.num_blocks * tiles <= 65535, StatusCode::kInvalidArgument,
+                   "num_blocks H * ceil(w / 64) exceeds the grid limit 65535");
+      HAWK_REQUIRE((s.num_tokens + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment <= 65535,
+                   StatusCode::kInvalidArgument, "num_tokens exceeds 65535 * 1024 (weight-gradient segments)");
+    }
+    HAWK_REQUIRE(s.width % Config::kWidthTile == 0, StatusCode::kUnsupportedConfiguration,
+                 "width W = " + std::to_string(s.width) + " is not a multiple of the configuration's WidthTile " +
+                     std::to_string(Config::kWidthTile));
+    // Compared by division: the product of two large int64 values would overflow (undefined).
+    HAWK_REQUIRE(s.width / Config::kWidthTile <= INT32_MAX / s.num_sequences, StatusCode::kInvalidArgument,
+                 "num_sequences * W / WidthTile exceeds the grid limit 2^31 - 1");
+    return check_shared_memory(Layout::kSharedBytes);
+  }
+
+  //! Bytes of workspace `run` needs (see the file comment for the layout).
+  static std::size_t workspace_size(const BackwardArguments& args) { return layout(args).total; }
+
+  //! Check on the host, launch the device checks (if asked) and the kernels. Never synchronises, unless
+  //! shape.wait_for_device_checks asks for the device checks' verdict (core/device_checks.cuh).
+  static Status run(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+    HAWK_RETURN_IF_ERROR(can_implement(args));
+    const BackwardWorkspaceLayout ws = layout(args);
+    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, ws.total, "hawk::rglru::Backward"));
+    HAWK_RETURN_IF_ERROR(check_backward_workspace_overlaps(args, workspace, ws.total));
+    auto* base = static_cast<unsigned char*>(workspace);
+    const ProblemShape& s = args.shape;
+
+    // Steps 1 and 2 of the device-check protocol; every kernel below that writes reads the word first.
+    unsigned int* checks = nullptr;
+    HAWK_RETURN_IF_ERROR(launch_device_checks(s, args.state_index, workspace, stream, checks));
+
+    float* da_param_partial = reinterpret_cast<float*>(base + ws.da_param_partial);
+    std::uint8_t* live_tokens = nullptr;
+    if (ws.live_tokens_bytes != 0) {
+      live_tokens = base + ws.live_tokens;
+      HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(live_tokens, 0, ws.live_tokens_bytes, stream));
+    }
+
+    // (1) the reverse scan
+    BackwardScanParams<Element> scan = make_scan_params(args, checks);
+    scan.da_param_partial = da_param_partial;
+    if constexpr (Config::kFused) {
+      scan.dgx_f32 = reinterpret_cast<float*>(base + ws.dgx);
+      scan.dga_f32 = reinterpret_cast<float*>(base + ws.dga);
+      scan.dx_direct_f32 = reinterpret_cast<float*>(base + ws.dx_direct);
+      scan.live_tokens = live_tokens;
+    }
+    {
+      const auto kernel = backward_scan_kernel<Config>;
+      HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     static_cast<int>(Layout::kSharedBytes)));
+      const auto ctas = static_cast<unsigned int>(s.num_sequences * scan.width_tiles);
+      kernel<<<ctas, Config::kThreads, Layout::kSharedBytes, stream>>>(scan);
+      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_scan_kernel"));
+    }
+
+    OrderedSumJobs jobs;
+    jobs.checks = checks;
+    jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, s.num_sequences, args.a_param, args.da_param};
+    jobs.num_jobs = 1;
+
+    // (2) fused: the block-diagonal products
+    if constexpr (Config::kFused) {
+      constexpr int kTiles = (Config::kBlockWidth + Config::kProductCols - 1) / Config::kProductCols;
+      const auto H = static_cast<unsigned int>(s.num_blocks);
+      const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
+      const float* dga = reinterpret_cast<const float*>(base + ws.dga);
+
+      BackwardDxParams<Element> dx;
+      dx.checks = checks;
+      dx.live_tokens = live_tokens;
+      dx.dgx = dgx;
+      dx.dga = dga;
+      dx.dx_direct = reinterpret_cast<const float*>(base + ws.dx_direct);
+      dx.Wx = static_cast<const Element*>(args.Wx);
+      dx.Wa = static_cast<const Element*>(args.Wa);
+      dx.dx = static_cast<Element*>(args.dx);
+      dx.num_tokens = s.num_tokens;
+      dx.width = s.width;
+      const dim3 dx_grid(static_cast<unsigned int>((s.num_tokens + Config::kProductRows - 1) / Config::kProductRows),
+                         H * kTiles);
+      backward_dx_kernel<Config><<<dx_grid, Config::kProductThreads, 0, stream>>>(dx);
+      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_dx_kernel"));
+
+      BackwardWeightGradParams<Element> wg;
+      wg.checks = checks;
+      wg.live_tokens = live_tokens;
+      wg.x = static_cast<const Element*>(args.x);
+      wg.dgx = dgx;
+      wg.dga = dga;
+      wg.dWx_partial = reinterpret_cast<float*>(base + ws.dWx_partial);
+      wg.dWa_partial = reinterpret_cast<float*>(base + ws.dWa_partial);
+      wg.dbx_partial = reinterpret_cast<float*>(base + ws.dbx_partial);
+      wg.dba_partial = reinterpret_cast<float*>(base + ws.dba_partial);
+      wg.num_tokens = s.num_tokens;
+      wg.width = s.width;
+      wg.num_blocks = static_cast<int>(s.num_blocks);
+      const dim3 wg_grid(kTiles, H * kTiles, static_cast<unsigned int>(ws.segments));
+      backward_weight_grad_kernel<Config><<<wg_grid, Config::kProductThreads, 0, stream>>>(wg);
+      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
+
+      const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;
+      jobs.job[1] = OrderedSumJob{wg.dWx_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWx};
+      jobs.job[2] = OrderedSumJob{wg.dWa_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWa};
+      jobs.job[3] = OrderedSumJob{wg.dbx_partial, s.width, s.width, ws.segments, nullptr, args.dbx};
+      jobs.job[4] = OrderedSumJob{wg.dba_partial, s.width, s.width, ws.segments, nullptr, args.dba};
+      jobs.num_jobs = 5;
+    }
+
+    // (3) the ordered reductions
+    std::int64_t largest = 0;
+    for (int j = 0; j < jobs.num_jobs; ++j) largest = jobs.job[j].count > largest ? jobs.job[j].count : largest;
+    std::int64_t blocks = (largest + kOrderedSumThreads - 1) / kOrderedSumThreads;
+    if (blocks > 4096) blocks = 4096;  // grid-stride beyond: the per-element order does not depend on the grid
+    const dim3 sum_grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
+    ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
+    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
+
+    // Step 4: the verdict, as the caller asked (the kernels above already obeyed it on the device).
+    return end_device_checks(checks, s.wait_for_device_checks, s.device_check_report, stream);
+  }
+
+  //! The workspace layout for `args`.
+  static BackwardWorkspaceLayout layout(const BackwardArguments& args) {
+    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment);
+  }
+
+  //! The scan kernel's parameters for `args` (after can_implement succeeded) and the call's device-check word
+  //! (null: checks off), workspace pointers not set.
+  static BackwardScanParams<Element> make_scan_params(const BackwardArguments& args, const unsigned int* checks) {
+    BackwardScanParams<Element> p;
+    p.checks = checks;
+    p.x = static_cast<const Element*>(args.x);
+    p.Wx = static_cast<const Element*>(args.Wx);
+    p.bx = args.bx;
+    p.Wa = static_cast<const Element*>(args.Wa);
+    p.ba = args.ba;
+    p.gx = static_cast<const Element*>(args.gx);
+    p.ga = static_cast<const Element*>(args.ga);
+    p.a_param = args.a_param;
+    p.reset = args.reset;
+    p.state_index = args.state_index;
+    p.checkpoints = args.checkpoints;
+    p.dy = static_cast<const Element*>(args.dy);
+    p.dh_final = args.dh_final;
+    p.dh0 = args.dh0;
+    if (!Config::kFused) {
+      p.dx = static_cast<Element*>(args.dx);
+      p.dgx = static_cast<Element*>(args.dgx);
+      p.dga = static_cast<Element*>(args.dga);
+    }
+    p.cu_seqlens = args.shape.cu_seqlens;
+    p.seq_len = args.shape.packed() ? 0 : args.shape.seq_len;
+    p.num_tokens = args.shape.num_tokens;
+    p.num_state_rows = args.state_index != nullptr ? args.shape.num_state_rows : args.shape.num_sequences;
+    p.width = args.shape.width;
+    p.width_tiles = static_cast<int>(args.shape.width / Config::kWidthTile);
+    return p;
+  }
+};
+
+}  // namespace rglru
+}  // namespace hawk
