@@ -168,6 +168,10 @@ struct DeviceProblem {
     a.y = hawk_test::raw(y);
     a.checkpoints = hawk_test::raw(checkpoints);
     a.checkpoint_chunk = checkpoint_chunk;
+    // The chunked forward keeps its chunk carries in the workspace; spare bytes for what a test adds later
+    // (state_index and its claim table).
+    const std::size_t needed = hawk::rglru::forward_workspace_size(a) + 4096;
+    if (workspace.size() < needed) workspace.resize(needed);
     return a;
   }
 };
