@@ -101,13 +101,19 @@ __global__ void __launch_bounds__(Config::kThreads) chunked_forward_kernel(const
   const std::int64_t col = static_cast<std::int64_t>(work.tile) * kWT + thread;  // the scan thread's channel
   const bool scan_thread = thread < kWT;
   unsigned long long* const publish_word = p.carry_words + work.slot * W + col;
+  // A slot without a chunk still publishes (state 0, decay 1), so that a waiter never spins and never reads an
+  // unwritten decay carry, even on offsets that the unchecked path does not trust.
+  const auto publish_nothing = [&] {
+    if (f.decay != nullptr) p.carry_decay[work.slot * W + col] = 1.0f;
+    publish_carry(publish_word, 0.0f);
+  };
 
   const SequenceExtent sequence =
       sequence_extent(f.cu_seqlens, f.seq_len, f.num_tokens, f.state_index, f.num_state_rows, work.n);
   const std::int64_t num_chunks = (sequence.length + kC - 1) / kC;
   const bool empty_sequence = !sequence.skip && sequence.length == 0 && work.j == 0;
   if (sequence.skip || work.j < 0 || (work.j >= num_chunks && !empty_sequence)) {
-    if (scan_thread) publish_carry(publish_word, 0.0f);  // no chunk here: nothing read, nothing written
+    if (scan_thread) publish_nothing();  // no chunk here: nothing of the sequence read or written
     return;
   }
   const std::int64_t state_row = sequence.state_row;
@@ -115,7 +121,7 @@ __global__ void __launch_bounds__(Config::kThreads) chunked_forward_kernel(const
     if (scan_thread) {
       if (f.h_final != nullptr) f.h_final[state_row * W + col] = f.h0 != nullptr ? f.h0[state_row * W + col] : 0.0f;
       if (f.decay != nullptr) f.decay[state_row * W + col] = 1.0f;
-      publish_carry(publish_word, 0.0f);
+      publish_nothing();
     }
     return;
   }
