@@ -15,6 +15,10 @@ hawk::Status arch_check_rglru(const hawk::rglru::ForwardArguments& forward_args,
   HAWK_RETURN_IF_ERROR(hawk::rglru::Forward<RglruForward>::run(forward_args, nullptr, 0, stream));
   HAWK_RETURN_IF_ERROR(hawk::rglru::Forward<RglruGateLogits>::run(forward_args, nullptr, 0, stream));
   HAWK_RETURN_IF_ERROR(hawk::rglru::DecodeStep<RglruForward>::run(forward_args, nullptr, 0, stream));
+  HAWK_RETURN_IF_ERROR(hawk::rglru::ChunkedForward<hawk::rglru::DefaultChunkedConfig<RglruForward>::type>::run(
+      forward_args, nullptr, 0, stream));
+  HAWK_RETURN_IF_ERROR(hawk::rglru::ChunkedForward<hawk::rglru::DefaultChunkedConfig<RglruGateLogits>::type>::run(
+      forward_args, nullptr, 0, stream));
   return hawk::rglru::Backward<hawk::rglru::BackwardConfig<RglruForward>>::run(backward_args, nullptr, 0, stream);
 }
 

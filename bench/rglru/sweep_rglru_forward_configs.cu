@@ -1,12 +1,15 @@
-// Which forward configuration to ship next: candidate ForwardConfigs (width tile, producer threads, pipeline
-// stages, time chunk) timed at the issue-4 shapes, bf16, a reset at each sequence start, forward only, each
-// against the configuration the default dispatch ships today. Only configurations that are shipped are tested for
-// correctness (the GPU suite); a candidate that wins here becomes shipped, and tested, before its numbers count.
+// Which chunked forward configuration to ship next: candidate ChunkedForwardConfigs (width tile, chunk,
+// sub-chunk, threads) timed at the issue-16 shapes, bf16, a reset at each sequence start, forward only, each
+// against the configuration the default dispatch ships today (DefaultChunkedConfig). Every configuration gives the
+// same bits (tests/gpu/rglru/forward_chunked_test.cu proves it for several), so the choice is about time only.
 //
 // Protocol as bench_rglru (bench_rglru_support.cuh): CUDA events, warm-up, AB/BA rounds against the shipped
 // configuration, 20 back-to-back calls per sample, inputs rotated beyond the L2. JSON to stdout and argv[1];
 // a table on stderr.
 
+#include <thrust/device_vector.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,7 +20,7 @@
 namespace {
 
 using namespace rglru_bench;
-using hawk::rglru::ForwardConfig;
+using hawk::rglru::ChunkedForwardConfig;
 using Policy = hawk::rglru::ResetAtSequenceStart;
 constexpr GateMode kFused = GateMode::kFused;
 constexpr GateMode kLogits = GateMode::kGateLogits;
@@ -30,14 +33,16 @@ struct Row {
 
 template <class Config>
 std::string config_name() {
-  // "Threads": the label of earlier results (bench/results), kept so that their rows compare.
-  return "WidthTile " + std::to_string(Config::kWidthTile) + ", Threads " + std::to_string(Config::kProducerThreads) +
-         ", Stages " + std::to_string(Config::kStages) + ", TimeChunk " + std::to_string(Config::kTimeChunk);
+  return "WidthTile " + std::to_string(Config::kWidthTile) + ", Chunk " + std::to_string(Config::kChunk) +
+         ", SubChunk " + std::to_string(Config::kSubChunk) + ", Threads " + std::to_string(Config::kThreads) +
+         ", smem " + std::to_string(Config::kSharedBytes / 1024) + " KB";
 }
 
 //! Times Candidate against Shipped at shape s, AB/BA.
 template <class Candidate, class Shipped>
 Row compare(const char* shape_name, const Shape& s, GateMode mode) {
+  using CandidateOp = hawk::rglru::ChunkedForward<Candidate>;
+  using ShippedOp = hawk::rglru::ChunkedForward<Shipped>;
   Row row;
   row.shape = shape_name;
   row.mode = mode == kFused ? "fused" : "gate_logits";
@@ -47,65 +52,66 @@ Row compare(const char* shape_name, const Shape& s, GateMode mode) {
   auto args_for = [&](int set) {
     return arguments(s, mode, ResetMode::kSequenceStart, /*with_h0=*/false, /*decode=*/false, b, set, s.B);
   };
-  const hawk::Status can = hawk::rglru::Forward<Candidate>::can_implement(args_for(0));
+  const hawk::Status can = CandidateOp::can_implement(args_for(0));
   if (!can.ok()) {
     row.status = "cannot run: " + can.to_string();
     return row;
   }
+  thrust::device_vector<unsigned char> workspace(
+      std::max(CandidateOp::workspace_size(args_for(0)), ShippedOp::workspace_size(args_for(0))));
   bool failed = false;
-  auto run = [&](auto config, int rep) {
-    using Config = decltype(config);
-    const hawk::Status status =
-        hawk::rglru::Forward<Config>::run(args_for(rep % b.sets), nullptr, 0, nullptr);
+  auto run = [&](auto op, int rep) {
+    using Op = decltype(op);
+    const hawk::Status status = Op::run(args_for(rep % b.sets), raw(workspace), workspace.size(), nullptr);
     failed = failed || !status.ok();
   };
-  const auto times = time_ab([&](int rep) { run(Candidate{}, rep); }, [&](int rep) { run(Shipped{}, rep); }, 20);
+  const auto times = time_ab([&](int rep) { run(CandidateOp{}, rep); }, [&](int rep) { run(ShippedOp{}, rep); }, 20);
   row.candidate_us = 1000.0 * times.first.median();
   row.shipped_us = 1000.0 * times.second.median();
   row.status = failed ? "a call failed" : "ok";
   return row;
 }
 
-template <int BlockWidth, int WidthTile, int Threads, int Stages, int TimeChunk = 64>
-using Fused = ForwardConfig<Element, BlockWidth, WidthTile, TimeChunk, Threads, Policy, kFused, Stages>;
-template <int WidthTile, int Threads, int Stages, int TimeChunk = 64>
-using Logits = ForwardConfig<Element, 0, WidthTile, TimeChunk, Threads, Policy, kLogits, Stages>;
+template <int BlockWidth, int WidthTile, int Chunk, int SubChunk, int Threads = 256>
+using Fused = ChunkedForwardConfig<Element, BlockWidth, WidthTile, Chunk, SubChunk, Threads, Policy, kFused>;
+template <int WidthTile, int Chunk, int SubChunk, int Threads = 256>
+using Logits = ChunkedForwardConfig<Element, 0, WidthTile, Chunk, SubChunk, Threads, Policy, kLogits>;
+template <class Sequential>
+using Shipped = typename hawk::rglru::DefaultChunkedConfig<Sequential>::type;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Shape seed{4, 2048, 2048, 16, 60.0};       // w = 128
-  const Shape small{16, 1024, 1024, 16, 40.0};     // w = 64
-  const Shape prefill{1, 8192, 2560, 10, 150.0};   // w = 256 (RecurrentGemma-2B)
-  using ShippedW128 = hawk::rglru::DefaultFusedConfig<Element, 128, Policy>::type;
-  using ShippedW64 = hawk::rglru::DefaultFusedConfig<Element, 64, Policy>::type;
-  using ShippedW256 = hawk::rglru::DefaultFusedConfig<Element, 256, Policy>::type;
-  using ShippedLogits = hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type;
+  const Shape seed{4, 2048, 2048, 16, 40.0};       // w = 128
+  const Shape small{16, 1024, 1024, 16, 30.0};     // w = 64
+  const Shape prefill{1, 8192, 2560, 10, 80.0};    // w = 256 (RecurrentGemma-2B)
+  using ShippedW128 = Shipped<hawk::rglru::DefaultFusedConfig<Element, 128, Policy>::type>;
+  using ShippedW64 = Shipped<hawk::rglru::DefaultFusedConfig<Element, 64, Policy>::type>;
+  using ShippedW256 = Shipped<hawk::rglru::DefaultFusedConfig<Element, 256, Policy>::type>;
+  using ShippedLogits = Shipped<hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type>;
 
   std::vector<Row> rows;
   // Fused, w = 128, at the seed shape.
-  rows.push_back(compare<Fused<128, 32, 256, 3>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<Fused<128, 16, 256, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<Fused<128, 16, 128, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<Fused<128, 32, 128, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<Fused<128, 64, 256, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<Fused<128, 32, 256, 2, 32>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 64, 128, 64>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 32, 256, 64>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 32, 128, 32>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 16, 128, 32, 128>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
   // Fused, w = 64.
-  rows.push_back(compare<Fused<64, 32, 256, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
-  rows.push_back(compare<Fused<64, 32, 128, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
-  rows.push_back(compare<Fused<64, 16, 128, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<Fused<64, 32, 128, 64>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<Fused<64, 64, 64, 64>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<Fused<64, 64, 256, 64>, ShippedW64>("(16,1024,1024,16)", small, kFused));
   // Fused, w = 256, one long sequence.
-  rows.push_back(compare<Fused<256, 16, 128, 2>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
-  rows.push_back(compare<Fused<256, 8, 128, 2>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
-  rows.push_back(compare<Fused<256, 16, 256, 3>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 64, 128, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 32, 256, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 32, 64, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 32, 128, 16, 128>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
   // Gate-logits mode.
   for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
                                     std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill}}) {
-    rows.push_back(compare<Logits<16, 128, 4>, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<Logits<16, 256, 4>, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<Logits<32, 256, 2>, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<Logits<64, 256, 4>, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<Logits<32, 256, 4, 32>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<64, 128, 64>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<32, 256, 64>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<32, 128, 32>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<16, 128, 64>, ShippedLogits>(name, shape, kLogits));
   }
 
   cudaDeviceProp properties{};
@@ -114,7 +120,7 @@ int main(int argc, char** argv) {
   std::string json = "{\n  \"benchmark\": \"rglru_forward_config_sweep\",\n  \"gpu\": \"" + std::string(properties.name) +
                      "\",\n  \"commit\": \"" + (commit ? commit : "unknown") +
                      "\",\n  \"protocol\": \"bf16, ResetAtSequenceStart, forward only; medians of 20 samples of 20 "
-                     "calls, AB/BA against the shipped configuration\",\n  \"rows\": [\n";
+                     "calls, AB/BA against the shipped chunked configuration\",\n  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     json += "    {\"shape\": \"" + r.shape + "\", \"mode\": \"" + r.mode + "\", \"candidate\": \"" + r.config +

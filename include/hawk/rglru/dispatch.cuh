@@ -1,8 +1,9 @@
 #pragma once
 //! \file
 //! The default dispatch: `hawk::rglru::forward(args, workspace, workspace_bytes, stream)` picks a shipped
-//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs `Forward<Config>`;
-//! `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and `backward` runs
+//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs the chunked forward
+//! (`ChunkedForward<DefaultChunkedConfig<Config>::type>`, operators/chunked_forward.cuh), which gives
+//! `Forward<Config>`'s bits; `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and `backward` runs
 //! `Backward<BackwardConfig<Config>>`. One function, `visit_default_config`, maps the runtime values to the
 //! configuration for all three, so the backward always matches the forward that wrote its checkpoints.
 //!
@@ -62,10 +63,12 @@
 #include "hawk/core/dispatch.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/block/chained_carry.cuh"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/modes.hpp"
 #include "hawk/rglru/operators/backward.cuh"
 #include "hawk/rglru/operators/checks.hpp"
+#include "hawk/rglru/operators/chunked_forward.cuh"
 #include "hawk/rglru/operators/decode_step.cuh"
 #include "hawk/rglru/operators/forward.cuh"
 #include "hawk/rglru/operators/index_checks.cuh"
@@ -91,6 +94,32 @@ struct DefaultGateLogitsConfig {
   static constexpr int kStages = sizeof(Element) == 4 ? 3 : 4;
   // 8 producer warps: with 4 (2026-11-29) the gate math of a chunk was the critical path at 2 CTAs per SM.
   using type = ForwardConfig<Element, 0, 32, kDefaultTimeChunk, 256, Policy, GateMode::kGateLogits, kStages>;
+};
+
+//! The chunked configuration that `forward()` runs in place of the sequential configuration `Config` (same
+//! element, block width, reset policy and gate mode; the same bits). Width tiles and sub-chunks keep a CTA's
+//! shared memory near 100 KB, so that two CTAs share an SM: one projects while the other waits on its carry.
+//!
+//! | element    | mode        | w   | WidthTile | SubChunk | shared memory |
+//! |------------|-------------|-----|-----------|----------|---------------|
+//! | bf16, fp16 | fused       | 64  | 64        | 64       | 106 KB        |
+//! | bf16, fp16 | fused       | 128 | 32        | 64       | 90 KB         |
+//! | bf16, fp16 | fused       | 256 | 32        | 32       | 108 KB        |
+//! | fp32       | fused       | 64  | 32        | 64       | 89 KB         |
+//! | fp32       | fused       | 128 | 32        | 32       | 106 KB        |
+//! | fp32       | fused       | 256 | 16        | 32       | 124 KB        |
+//! | any        | gate-logits | any | 32        | 64       | 62-86 KB      |
+//!
+//! All with Chunk = kDefaultChunk = 128 tokens and 256 threads.
+template <class Config>
+struct DefaultChunkedConfig {
+  using Element = typename Config::Element;
+  static constexpr bool kFloat = sizeof(Element) == 4;
+  static constexpr int kW = Config::kBlockWidth;
+  static constexpr int kWidthTile = !Config::kFused ? 32 : kW == 64 ? (kFloat ? 32 : 64) : kW == 128 ? 32 : (kFloat ? 16 : 32);
+  static constexpr int kSubChunk = Config::kFused && (kW >= 256 || (kFloat && kW >= 128)) ? 32 : 64;
+  using type = ChunkedForwardConfig<Element, kW, kWidthTile, kDefaultChunk, kSubChunk, 256, typename Config::ResetPolicy,
+                                    Config::kMode>;
 };
 
 namespace detail {
@@ -151,11 +180,14 @@ Status visit_default_backward_config(const BackwardArguments& args, Visit&& visi
 
 }  // namespace detail
 
-//! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (operators/index_checks.cuh), or 0.
+//! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (operators/index_checks.cuh)
+//! and the chunked forward's carry buffer (block/chained_carry.cuh), the same for every shipped configuration.
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
-  return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+  const std::size_t checks = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+  const ProblemShape& s = args.shape;
+  return checks + ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, kDefaultChunk, checks).bytes;
 }
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).
@@ -163,16 +195,21 @@ template <class = void>
 Status forward_can_implement(const ForwardArguments& args) {
   HAWK_RETURN_IF_ERROR(check_forward_shape(args));
   return detail::visit_default_config(args, [&](auto config) -> Status {
-    return Forward<decltype(config)>::can_implement(args);
+    // The sequential configuration's host checks first (same verdicts as before the chunked forward existed).
+    HAWK_RETURN_IF_ERROR(Forward<decltype(config)>::check_host(args));
+    return ChunkedForward<typename DefaultChunkedConfig<decltype(config)>::type>::can_implement(args);
   });
 }
 
-//! The RG-LRU forward with the shipped configuration for args (see the table above).
+//! The RG-LRU forward with the shipped configuration for args (see the tables above): the chunked forward,
+//! bit for bit the sequential configuration's result.
 template <class = void>
 Status forward(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   HAWK_RETURN_IF_ERROR(check_forward_shape(args));
   return detail::visit_default_config(args, [&](auto config) -> Status {
-    return Forward<decltype(config)>::run(args, workspace, workspace_bytes, stream);
+    HAWK_RETURN_IF_ERROR(Forward<decltype(config)>::check_host(args));
+    return ChunkedForward<typename DefaultChunkedConfig<decltype(config)>::type>::run(args, workspace, workspace_bytes,
+                                                                                     stream);
   });
 }
 

@@ -12,5 +12,6 @@
 #include "hawk/rglru/gate_math.hpp"
 #include "hawk/rglru/modes.hpp"
 #include "hawk/rglru/operators/backward.cuh"
+#include "hawk/rglru/operators/chunked_forward.cuh"
 #include "hawk/rglru/operators/decode_step.cuh"
 #include "hawk/rglru/operators/forward.cuh"

@@ -2,7 +2,8 @@
 // The per-dtype forward tests, instantiated once per element type by forward_{bf16,fp16,fp32}_test.cu (one
 // instantiation file per dtype keeps compile time in check). Every shipped configuration of the dtype (fused
 // w = 64, 128, 256 and gate-logits, x NoReset, ResetAtSequenceStart, ResetFlags) runs against the float64
-// reference, through Forward<Config> directly.
+// reference, through Forward<Config> directly, and its chunked counterpart (DefaultChunkedConfig) gives the same
+// bits.
 
 #include <type_traits>
 
@@ -30,6 +31,19 @@ void check_one(const std::vector<std::int64_t>& lengths, bool packed, bool with_
   INFO("status: " << status.to_string());
   REQUIRE(status.ok());
   check_against_reference<E>(p, d);
+  // The chunked forward that the default dispatch runs for this configuration: the same bits in every output
+  // (its outputs start poisoned, so an element it does not write differs).
+  using Chunked = typename hawk::rglru::DefaultChunkedConfig<Config>::type;
+  DeviceProblem<E> chunked(p, Config::kTimeChunk);
+  const auto chunked_args = chunked.arguments(p);
+  const hawk::Status chunked_status =
+      hawk::rglru::ChunkedForward<Chunked>::run(chunked_args, hawk_test::raw(chunked.workspace), chunked.workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO("chunked status: " << chunked_status.to_string());
+  REQUIRE(chunked_status.ok());
+  CHECK(hawk_test::bytes_of(chunked.y) == hawk_test::bytes_of(d.y));
+  CHECK(hawk_test::bytes_of(chunked.h_final) == hawk_test::bytes_of(d.h_final));
+  CHECK(hawk_test::bytes_of(chunked.checkpoints) == hawk_test::bytes_of(d.checkpoints));
 }
 
 template <class E, class Policy, GateMode Mode, int BlockWidth>

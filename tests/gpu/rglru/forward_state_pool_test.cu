@@ -352,7 +352,7 @@ TEST_CASE("with the device checks off, out-of-range slots and offsets are skippe
   ForwardArguments a = d.arguments(p);
   a.shape.cu_seqlens = hawk_test::raw(d.cu_seqlens);
   a.shape.validate_device_inputs = false;
-  REQUIRE(hawk::rglru::forward(a, nullptr, 0, nullptr).ok());
+  REQUIRE(hawk::rglru::forward(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr).ok());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   const Bytes y = hawk_test::bytes_of(d.y);
   const auto row = static_cast<std::size_t>(W) * sizeof(E);

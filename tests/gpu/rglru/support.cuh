@@ -134,7 +134,10 @@ struct DeviceProblem {
     y.resize(T * W);
     h_final.resize(N * W);
     checkpoints.resize(static_cast<std::size_t>(hawk::rglru::checkpoint_rows(p.num_tokens(), p.num_sequences(), chunk)) * W);
-    workspace.resize(4096);
+    // The device checks' words (4096 bytes, with room for a state_index claim table a test adds later) and the
+    // chunked forward's carries, for chunks of 64 tokens or more. Sized here, not in arguments(): a call such as
+    // forward(d.arguments(p), raw(d.workspace), d.workspace.size()) must see the buffer its arguments name.
+    workspace.resize(4096 + hawk::rglru::ChainedCarryLayout::of(p.num_tokens(), p.num_sequences(), p.width, 64, 0).bytes);
     hawk_test::poison(y);
     hawk_test::poison(h_final);
     hawk_test::poison(checkpoints);

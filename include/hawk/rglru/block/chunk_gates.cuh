@@ -1,0 +1,156 @@
+#pragma once
+//! \file
+//! Phase 1 of the chunked forward: a_bar and u of one time chunk, for one width tile, into an fp32 tile in
+//! shared memory. Runs without any carry, so every chunk of every sequence does it at the same time.
+//!
+//! Bits: a token's gates are those of the sequential forward. The chunk's inputs arrive through the same
+//! loaders (`load_chunk`, `load_weights`, `load_bias` of block/token_loader.cuh, instantiated with the sub-chunk's
+//! ForwardConfig); gx and ga come from the same `block_mma_project` / `block_simt_project` with the same
+//! operand layouts and k order (the row of a token inside the MMA tile does not matter: every output element is
+//! its own k-ascending dot product); a_bar and u come from `token_gates` with the same inputs and reset rule.
+
+#include <cstdint>
+
+#include "hawk/core/async_copy.cuh"
+#include "hawk/core/element.cuh"
+#include "hawk/rglru/block/projection.cuh"
+#include "hawk/rglru/block/token_loader.cuh"
+#include "hawk/rglru/gate_math.hpp"
+#include "hawk/rglru/modes.hpp"
+
+namespace hawk {
+namespace rglru {
+
+#if defined(__CUDACC__)
+
+//! Where a chunk lies: tokens [chunk_start, chunk_start + valid) of the sequence that starts at token `begin`
+//! and has `length` tokens, channels [col0, col0 + WidthTile).
+struct ChunkExtent {
+  std::int64_t begin;
+  std::int64_t length;
+  std::int64_t chunk_start;
+  int valid;
+  std::int64_t col0;
+};
+
+//! The shared-memory regions of a chunked-forward CTA (ChunkedForwardConfig's layout).
+template <class Config>
+struct ChunkSharedTiles {
+  using Element = typename Config::Element;
+  Element* weights;
+  float* bias;
+  Element* stages;
+  float* gates;  //!< [Chunk][kGateStride] fp32
+
+  __device__ static ChunkSharedTiles carve(unsigned char* shared) {
+    return {reinterpret_cast<Element*>(shared + Config::kWeightOffset),
+            reinterpret_cast<float*>(shared + Config::kBiasOffset),
+            reinterpret_cast<Element*>(shared + Config::kStageOffset),
+            reinterpret_cast<float*>(shared + Config::kGateOffset)};
+  }
+};
+
+namespace detail {
+
+//! Gates of one sub-chunk in place: rows [0, SubChunk) of `gates` hold gx | ga (fused; gate-logits mode reads
+//! them from the stage) and become a_bar | u. Thread `thread` owns channel thread % WidthTile.
+//! `Params` is the kernel's parameter struct (kernels/forward_params.hpp); a template parameter here so that this
+//! block piece does not include the kernels' layer.
+template <class Config, class Params>
+__device__ __forceinline__ void sub_chunk_gates(const Params& p,
+                                                const typename Config::Element* stage, float* gates,
+                                                const ChunkExtent& chunk, std::int64_t token0, int col_in_block,
+                                                float log_a_coeff, int thread) {
+  using Phase = typename Config::Phase;
+  using Policy = typename Config::ResetPolicy;
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kGS = Config::kGateStride;
+  constexpr int kRowsPerPass = Config::kThreads / kWT;
+  const int c = thread % kWT;
+#pragma unroll 2
+  for (int r = thread / kWT; r < Config::kSubChunk; r += kRowsPerPass) {
+    float x, gx, ga;
+    if constexpr (Config::kFused) {
+      x = to_float(stage[r * Phase::kInputStride + col_in_block + c]);
+      gx = gates[r * kGS + c];
+      ga = gates[r * kGS + kWT + c];
+    } else {
+      constexpr int kPlane = Config::kSubChunk * Phase::kInputStride;
+      x = to_float(stage[r * Phase::kInputStride + c]);
+      gx = to_float(stage[kPlane + r * Phase::kInputStride + c]);
+      ga = to_float(stage[2 * kPlane + r * Phase::kInputStride + c]);
+    }
+    const std::int64_t token = token0 + r;  // within the sequence
+    bool reset = false;
+    if constexpr (Policy::kMode == ResetMode::kSequenceStart) {
+      reset = token == 0;
+    } else if constexpr (Policy::kMode == ResetMode::kFlags) {
+      reset = token < chunk.length && p.reset[chunk.begin + token] != 0;
+    }
+    const TokenGates g = token_gates(x, gx, ga, log_a_coeff, reset);
+    gates[r * kGS + c] = g.a_bar;
+    gates[r * kGS + kWT + c] = g.u;
+  }
+}
+
+}  // namespace detail
+
+//! The whole CTA computes rows [0, valid) of tiles.gates (a_bar | u) for `chunk`; rows of the last sub-chunk
+//! past `valid` hold the gates of zero inputs. Ends with a CTA-wide barrier: the gate tile is complete and no
+//! cp.async is in flight.
+template <class Config, class Params>
+__device__ __forceinline__ void compute_chunk_gates(const Params& p,
+                                                    const ChunkSharedTiles<Config>& tiles, const ChunkExtent& chunk,
+                                                    int thread) {
+  using Element = typename Config::Element;
+  using Phase = typename Config::Phase;
+  constexpr int kP = Config::kSubChunk;
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kGS = Config::kGateStride;
+  constexpr int kStageElements = static_cast<int>(Config::kStageBytes / sizeof(Element));
+
+  // Fused: where the tile's channels sit in their block, and the block's x columns a stage holds.
+  const detail::TileColumns columns = detail::tile_columns<Phase>(chunk.col0);
+  const int col_in_block = columns.col_in_block;
+  const std::int64_t input_col0 = columns.input_col0;
+  if constexpr (Config::kFused) {
+    detail::load_weights<Phase>(p.Wx, p.Wa, tiles.weights, columns.block, col_in_block, thread);
+    detail::load_bias<Phase>(p.bx, p.ba, tiles.bias, columns.block, col_in_block, thread);
+  }
+  detail::load_chunk<Phase>(p.x, p.gx, p.ga, p.width, tiles.stages, chunk.begin, chunk.chunk_start, chunk.length, input_col0, thread);
+  cp_async_commit();
+
+  const float log_a_coeff = log_a_coefficient(p.a_param[chunk.col0 + thread % kWT]);
+  const int sub_chunks = (chunk.valid + kP - 1) / kP;
+  for (int s = 0; s < sub_chunks; ++s) {
+    // Stream sub-chunk s + 1 into the other stage, which the gate phase of s - 1 finished reading.
+    if (s + 1 < sub_chunks)
+      detail::load_chunk<Phase>(p.x, p.gx, p.ga, p.width, tiles.stages + ((s + 1) & 1) * kStageElements, chunk.begin,
+                                chunk.chunk_start + static_cast<std::int64_t>(s + 1) * kP, chunk.length, input_col0,
+                                thread);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // sub-chunk s (and at s = 0 the weights and bias) visible to every thread
+    const Element* stage = tiles.stages + (s & 1) * kStageElements;
+    float* gates = tiles.gates + s * kP * kGS;
+    if constexpr (Config::kFused) {
+      if constexpr (Config::kTensorCores) {
+        block_mma_project<Element, kP, Phase::kProjCols, Config::kBlockWidth, Phase::kMmaWarpsM, Phase::kMmaWarpsN>(
+            stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
+      } else {
+        block_simt_project<kP, Phase::kProjCols, Config::kBlockWidth, Config::kThreads, Phase::kSimtRows>(
+            stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
+      }
+      __syncthreads();  // gx, ga of the sub-chunk complete
+    }
+    detail::sub_chunk_gates<Config>(p, stage, gates, chunk, chunk.chunk_start + static_cast<std::int64_t>(s) * kP,
+                                    col_in_block, log_a_coeff, thread);
+    __syncthreads();  // the stage is free for sub-chunk s + 2; at the end, the gate tile is complete
+  }
+  cp_async_wait<0>();  // the trailing commit is empty; nothing in flight at the hand-over
+}
+
+#endif  // __CUDACC__
+
+}  // namespace rglru
+}  // namespace hawk

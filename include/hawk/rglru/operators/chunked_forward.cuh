@@ -1,0 +1,116 @@
+#pragma once
+//! \file
+//! `hawk::rglru::ChunkedForward<Config>`: the host operator of the chunked RG-LRU forward
+//! (kernels/chunked_forward_kernel.cuh) for one ChunkedForwardConfig, with the contract of `Forward<Config>`
+//! (forward.cuh): `can_implement`, `workspace_size`, `run`. Its results equal Forward's bit for bit; the
+//! default dispatch (dispatch.cuh) runs it for `forward()`.
+//!
+//! Workspace: the device checks' region (operators/index_checks.cuh), then the chain's (block/chained_carry.cuh): a ticket
+//! counter and one carry word per (chunk slot, channel), cleared on the stream before every launch (a memset:
+//! captured in a CUDA graph with the kernel, so every replay starts from clear flags), and the decay carries.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hawk/core/cuda_status.hpp"
+#include "hawk/core/device_checks.cuh"
+#include "hawk/core/element.cuh"
+#include "hawk/core/status.hpp"
+#include "hawk/core/workspace.hpp"
+#include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/block/chained_carry.cuh"
+#include "hawk/rglru/chunked_config.cuh"
+#include "hawk/rglru/kernels/chunked_forward_kernel.cuh"
+#include "hawk/rglru/operators/checks.hpp"
+#include "hawk/rglru/operators/index_checks.cuh"
+#include "hawk/rglru/operators/lowering.hpp"
+
+namespace hawk {
+namespace rglru {
+
+template <class Config_>
+class ChunkedForward {
+ public:
+  using Config = Config_;
+  using Element = typename Config::Element;
+
+  static Status can_implement(const ForwardArguments& args) {
+    HAWK_RETURN_IF_ERROR(check_host(args));
+    return check_shared_memory(Config::kSharedBytes);
+  }
+
+  //! Everything can_implement checks except the device's shared memory (no CUDA call at all): the sequential
+  //! operator's checks for the same element, tile and policy, and the grid of chunks.
+  static Status check_host(const ForwardArguments& args) {
+    HAWK_RETURN_IF_ERROR(check_forward_config<typename Config::Checked>(args));
+    HAWK_REQUIRE(tickets(args.shape) <= kMaxTickets, StatusCode::kInvalidArgument,
+                 "chunks x W / WidthTile exceeds the grid limit (2^31 - 1) x 65535");
+    return Status::success();
+  }
+
+  //! Bytes of workspace `run` needs: the device checks' (when they run) and the chain's.
+  static std::size_t workspace_size(const ForwardArguments& args) {
+    const std::size_t checks = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+    return checks + chain_layout(args.shape, checks).bytes;
+  }
+
+  static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+    HAWK_RETURN_IF_ERROR(can_implement(args));
+    HAWK_RETURN_IF_ERROR(
+        check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::ChunkedForward"));
+    unsigned int* checks = nullptr;
+    HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
+    const std::size_t check_bytes = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+    const ChainedCarryLayout chain = chain_layout(args.shape, check_bytes);
+    auto* base = static_cast<unsigned char*>(workspace);
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + chain.counter_offset, 0, chain.cleared_bytes(), stream));
+
+    ChunkedForwardParams<Element> params;
+    params.forward = make_forward_params<typename Config::Phase>(args, checks);
+    params.num_sequences = args.shape.num_sequences;
+    params.tickets = tickets(args.shape);
+    params.ticket_counter = reinterpret_cast<unsigned long long*>(base + chain.counter_offset);
+    params.carry_words = reinterpret_cast<unsigned long long*>(base + chain.words_offset);
+    params.carry_decay = reinterpret_cast<float*>(base + chain.decay_offset);
+    const auto kernel = chunked_forward_kernel<Config>;
+    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(Config::kSharedBytes)));
+    // Up to 2^31 - 1 CTAs along x, the rest along y; the kernel reads its work from its ticket.
+    const std::int64_t rows = (params.tickets + INT32_MAX - 1) / INT32_MAX;
+    const dim3 grid(static_cast<unsigned int>((params.tickets + rows - 1) / rows), static_cast<unsigned int>(rows));
+    kernel<<<grid, Config::kThreads, Config::kSharedBytes, stream>>>(params);
+    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::chunked_forward_kernel"));
+    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
+  }
+
+ private:
+  static constexpr std::int64_t kMaxTickets = std::int64_t{INT32_MAX} * 65535;
+
+  static std::int64_t chunks_per_sequence(std::int64_t seq_len) { return (seq_len + Config::kChunk - 1) / Config::kChunk; }
+
+  //! CTAs of a launch (saturated above 2^31 so that unchecked shapes compare safely): dense, N · ceil(L / Chunk)
+  //! chunks; packed, one per chunk slot (T / Chunk + N), each times the width tiles.
+  static std::int64_t tickets(const ProblemShape& s) {
+    constexpr std::int64_t kCap = std::int64_t{1} << 50;  // above kMaxTickets
+    const std::int64_t tiles = s.width / Config::kWidthTile;
+    const std::int64_t n = s.num_sequences > 0 ? s.num_sequences : 0;
+    std::int64_t chunks = 0;
+    if (s.packed()) {
+      const std::int64_t t = s.num_tokens > 0 ? s.num_tokens : 0;
+      chunks = (t < kCap ? t : kCap) / Config::kChunk + (n < kCap ? n : kCap);
+    } else {
+      const std::int64_t per = s.seq_len > 0 ? chunks_per_sequence(s.seq_len < kCap ? s.seq_len : kCap) : 0;
+      chunks = n != 0 && per > kCap / n ? kCap : per * n;
+    }
+    return tiles != 0 && chunks > kCap / tiles ? kCap : chunks * tiles;
+  }
+
+  static ChainedCarryLayout chain_layout(const ProblemShape& s, std::size_t base) {
+    return ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, Config::kChunk, base);
+  }
+};
+
+}  // namespace rglru
+}  // namespace hawk
