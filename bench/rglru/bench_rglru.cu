@@ -248,6 +248,9 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
   };
   const std::size_t workspace_bytes = hawk::rglru::backward_workspace_size(backward_args(0));
   g.workspace.resize(workspace_bytes);
+  // The chunked forward's carries (and device checks) need their own workspace; the same size for every set.
+  thrust::device_vector<unsigned char> forward_workspace(
+      std::max<std::size_t>(1, hawk::rglru::forward_workspace_size(forward_args(0))));
 
   bool failed = false;
   auto report = [&](const hawk::Status& status, const char* what) {
@@ -257,11 +260,13 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     }
   };
   auto forward_only = [&](int rep) {
-    report(hawk::rglru::forward(forward_args(rep % b.sets), nullptr, 0, nullptr), "forward");
+    report(hawk::rglru::forward(forward_args(rep % b.sets), raw(forward_workspace), forward_workspace.size(), nullptr),
+           "forward");
   };
   auto forward_backward = [&](int rep) {
     const int set = rep % b.sets;
-    report(hawk::rglru::forward(forward_args(set), nullptr, 0, nullptr), "forward");
+    report(hawk::rglru::forward(forward_args(set), raw(forward_workspace), forward_workspace.size(), nullptr),
+           "forward");
     report(hawk::rglru::backward(backward_args(set), raw(g.workspace), g.workspace.size(), nullptr), "backward");
   };
   auto timed = time_ab(forward_backward, forward_only, 10);

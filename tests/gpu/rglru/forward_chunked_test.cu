@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "forward_test_support.cuh"
+#include "support.cuh"
 
 namespace {
 
