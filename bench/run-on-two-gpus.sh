@@ -4,7 +4,7 @@
 #   GPU 0: the whole ctest suite, then every benchmark (bench/run-on-gpu.sh --skip-tests);
 #   GPU 1: the PyTorch wheel built and installed into a fresh environment, the whole pytest suite against it
 #          (examples/torch/run_wheel_check_on_gpu.sh) and its host cost (bench/compare_torch.py --host-cost-only,
-#          then --profile with HAWK_PROFILE=1), then compute-sanitizer over the GPU suites until DEADLINE seconds after the
+#          then --profile with HAWK_PROFILE=1), hawk_jax's tests with HAWK_JAX=1, then compute-sanitizer over the GPU suites until DEADLINE seconds after the
 #          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
 #          HAWK_SANITIZE_FILTER, a regular expression the test case names must match); once GPU 0 has finished the
 #          benchmarks, the sanitizer's processes spread over both GPUs.
@@ -77,6 +77,12 @@ echo "1" > "$out/sanitize-gpus"
         --host-cost-only --profile > "$out/host_profile.log" 2>&1
       echo "profile rc $?" >> "$out/pytest.summary"
     fi
+  fi
+  if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then  # hawk_jax: build, CPU and GPU tests
+    t0=$(date +%s)
+    timeout $(( $(left) - 150 )) bash examples/jax/run_tests_on_gpu.sh "$out/jax" tests > "$out/jax.log" 2>&1
+    echo "jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
+    grep -E "passed|failed|error" "$out/jax.log" | tail -n 4 >> "$out/pytest.summary"
   fi
   exes=$(ls build-gpu/tests/gpu/*/hawk_gpu_* build-gpu/tests/hawk_gpu_* 2>/dev/null)
   if [ -n "${HAWK_SANITIZE_SUITES:-}" ]; then
