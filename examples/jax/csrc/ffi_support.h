@@ -1,0 +1,127 @@
+#pragma once
+//! \file
+//! What every hawk_jax FFI handler shares: XLA buffer types -> hawk's DType, hawk::Status -> ffi::Error, and
+//! argument checks whose errors name the argument at fault. JAX turns a returned ffi::Error into a Python
+//! exception (XlaRuntimeError) carrying the message, so every message starts with the handler's name.
+//!
+//! Optional inputs travel as arrays with no elements (XLA buffers cannot be absent): `present()` says which.
+//! A real input never has zero elements here (B, L, W, N, D >= 1 are checked first), so the two never mix.
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+// hawk.cuh: one of the public include paths that stay valid while include/hawk/ is reorganised (DType, Status).
+#include "hawk/hawk.cuh"
+#include "xla/ffi/api/ffi.h"
+
+namespace hawk_jax {
+
+namespace ffi = xla::ffi;
+
+//! Extents as "[a, b, c]", for messages.
+template <class Extents>
+std::string extents_text(const Extents& extents) {
+  std::string text = "[";
+  bool first = true;
+  for (std::int64_t extent : extents) {
+    if (!first) text += ", ";
+    text += std::to_string(extent);
+    first = false;
+  }
+  return text + "]";
+}
+
+inline std::string shape_text(const ffi::AnyBuffer& buffer) { return extents_text(buffer.dimensions()); }
+inline std::string shape_text(std::initializer_list<std::int64_t> extents) { return extents_text(extents); }
+
+inline const char* dtype_text(ffi::DataType type) {
+  switch (type) {
+    case ffi::DataType::F32: return "float32";
+    case ffi::DataType::F16: return "float16";
+    case ffi::DataType::BF16: return "bfloat16";
+    case ffi::DataType::F64: return "float64";
+    case ffi::DataType::S32: return "int32";
+    case ffi::DataType::S64: return "int64";
+    case ffi::DataType::U8: return "uint8";
+    case ffi::DataType::PRED: return "bool";
+    default: return "another dtype";
+  }
+}
+
+inline bool present(const ffi::AnyBuffer& buffer) { return buffer.element_count() > 0; }
+
+//! A failed check: an ffi::Error whose message reads "<where>: <message>".
+inline ffi::Error invalid(const char* where, const std::string& message) {
+  return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string(where) + ": " + message);
+}
+
+//! hawk's verdict as XLA's: the library's own message (it names the argument) behind the handler's name.
+inline ffi::Error from_status(const char* where, const hawk::Status& status) {
+  if (status.ok()) return ffi::Error::Success();
+  ffi::ErrorCode code = ffi::ErrorCode::kInvalidArgument;
+  switch (status.code()) {
+    case hawk::StatusCode::kIndexOutOfRange: code = ffi::ErrorCode::kOutOfRange; break;
+    case hawk::StatusCode::kUnsupportedConfiguration: code = ffi::ErrorCode::kUnimplemented; break;
+    case hawk::StatusCode::kWorkspaceTooSmall: code = ffi::ErrorCode::kResourceExhausted; break;
+    case hawk::StatusCode::kCudaError: code = ffi::ErrorCode::kInternal; break;
+    default: break;
+  }
+  return ffi::Error(code, std::string(where) + ": " + status.to_string());
+}
+
+//! The element types hawk takes for rows (x, y, residual, ...): fp32, fp16, bf16.
+inline bool element_dtype(ffi::DataType type, hawk::DType& out) {
+  switch (type) {
+    case ffi::DataType::F32: out = hawk::DType::kFloat32; return true;
+    case ffi::DataType::F16: out = hawk::DType::kFloat16; return true;
+    case ffi::DataType::BF16: out = hawk::DType::kBFloat16; return true;
+    default: return false;
+  }
+}
+
+//! Checks `buffer` has exactly `extents` and `type`; the error names `name`.
+inline ffi::Error expect(const char* where, const char* name, const ffi::AnyBuffer& buffer,
+                         std::initializer_list<std::int64_t> extents, ffi::DataType type) {
+  const auto dims = buffer.dimensions();
+  bool same = dims.size() == extents.size();
+  if (same) {
+    std::size_t i = 0;
+    for (std::int64_t extent : extents) same = same && dims[i++] == extent;
+  }
+  if (!same) {
+    return invalid(where, std::string(name) + " must have shape " + shape_text(extents) + ", got " +
+                              shape_text(buffer));
+  }
+  if (buffer.element_type() != type) {
+    return invalid(where, std::string(name) + " must be " + dtype_text(type) + ", got " +
+                              dtype_text(buffer.element_type()));
+  }
+  return ffi::Error::Success();
+}
+
+//! The workspace output must hold what the library asks for (the Python side sizes it with the exported
+//! *_workspace_bytes functions, which call the same library functions).
+inline ffi::Error expect_workspace(const char* where, const ffi::AnyBuffer& workspace, std::size_t needed) {
+  if (workspace.size_bytes() < needed) {
+    return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                      std::string(where) + ": the workspace output holds " + std::to_string(workspace.size_bytes()) +
+                          " bytes but this call needs " + std::to_string(needed) +
+                          " (size it with hawk_jax's workspace functions)");
+  }
+  return ffi::Error::Success();
+}
+
+inline void* data_or_null(const ffi::AnyBuffer& buffer) {
+  return buffer.size_bytes() > 0 ? buffer.untyped_data() : nullptr;
+}
+
+}  // namespace hawk_jax
+
+//! Return the ffi::Error of `expr` when it failed.
+#define HAWK_JAX_RETURN_IF_ERROR(expr)          \
+  do {                                          \
+    ::xla::ffi::Error hawk_jax_error_ = (expr); \
+    if (hawk_jax_error_.failure()) return hawk_jax_error_; \
+  } while (0)
