@@ -13,11 +13,6 @@ from ._ops import gate_residual, rglru, rglru_decode, time_chunk
 from ._version import __version__
 from .layers import computation_dtype, init_cache, rglru_arguments, rglru_layer, rnn_param_init
 
-try:
-    from .layers import BlockDiagonalLinear, RGLRU
-except ImportError:  # no flax: the functional API above works without it
-    pass
-
 __all__ = [
     "FUSED_BLOCK_WIDTHS",
     "LibraryNotFoundError",
@@ -33,3 +28,10 @@ __all__ = [
     "rnn_param_init",
     "time_chunk",
 ]
+
+try:
+    from .layers import RGLRU, BlockDiagonalLinear
+
+    __all__ += ["BlockDiagonalLinear", "RGLRU"]
+except ImportError:  # no flax: the functional API above works without it
+    pass

@@ -17,6 +17,14 @@ from hawk_jax import _checks, _library
 
 pytestmark = pytest.mark.cpu
 
+
+@pytest.fixture(autouse=True)
+def on_the_cpu():
+    """The comparisons here are on the CPU even where a GPU is visible (the whole suite runs on the GPU machine
+    too): XLA's GPU matmuls may round fp32 through TF32, which the tolerances below do not allow for."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
