@@ -7,6 +7,8 @@
 //! Optional inputs travel as arrays with no elements (XLA buffers cannot be absent): `present()` says which.
 //! A real input never has zero elements here (B, L, W, N, D >= 1 are checked first), so the two never mix.
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -112,6 +114,38 @@ inline ffi::Error expect_workspace(const char* where, const ffi::AnyBuffer& work
   }
   return ffi::Error::Success();
 }
+
+//! Makes the stream's device the current one for the handler's scope and restores the previous one after. XLA
+//! may run a handler on a host thread whose current device is another GPU's (several devices in a process), and
+//! hawk's launches, shared-memory opt-ins and device queries act on the current device.
+class StreamDeviceGuard {
+ public:
+  StreamDeviceGuard() = default;
+  StreamDeviceGuard(const StreamDeviceGuard&) = delete;
+  StreamDeviceGuard& operator=(const StreamDeviceGuard&) = delete;
+  ~StreamDeviceGuard() {
+    if (restore_) (void)cudaSetDevice(previous_);
+  }
+
+  ffi::Error enter(const char* where, cudaStream_t stream) {
+    int device = 0;
+    cudaError_t error = cudaStreamGetDevice(stream, &device);
+    if (error == cudaSuccess) error = cudaGetDevice(&previous_);
+    if (error == cudaSuccess && device != previous_) {
+      error = cudaSetDevice(device);
+      restore_ = error == cudaSuccess;
+    }
+    if (error != cudaSuccess) {
+      return ffi::Error(ffi::ErrorCode::kInternal,
+                        std::string(where) + ": could not select the stream's device: " + cudaGetErrorString(error));
+    }
+    return ffi::Error::Success();
+  }
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+};
 
 inline void* data_or_null(const ffi::AnyBuffer& buffer) {
   return buffer.size_bytes() > 0 ? buffer.untyped_data() : nullptr;

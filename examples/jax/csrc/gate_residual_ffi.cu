@@ -98,6 +98,8 @@ ffi::Error gate_residual_forward(cudaStream_t stream, ffi::AnyBuffer residual, f
   a.out = out->untyped_data();
   const std::size_t bytes = gr::forward_workspace_size(a);
   HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kForward, *workspace, bytes));
+  StreamDeviceGuard device;
+  HAWK_JAX_RETURN_IF_ERROR(device.enter(kForward, stream));
   return from_status(kForward, gr::forward(a, data_or_null(*workspace), bytes, stream));
 }
 
@@ -122,6 +124,8 @@ ffi::Error gate_residual_backward(cudaStream_t stream, ffi::AnyBuffer dout, ffi:
   a.dgate_type = gr::DgateType::kFloat32;
   const std::size_t bytes = gr::backward_workspace_size(a);
   HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kBackward, *workspace, bytes));
+  StreamDeviceGuard device;
+  HAWK_JAX_RETURN_IF_ERROR(device.enter(kBackward, stream));
   return from_status(kBackward, gr::backward(a, data_or_null(*workspace), bytes, stream));
 }
 

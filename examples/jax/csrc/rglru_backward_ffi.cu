@@ -79,6 +79,8 @@ ffi::Error rglru_backward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
   }
   const std::size_t bytes = hawk::rglru::backward_workspace_size(a);
   HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kBackward, *workspace, bytes));
+  StreamDeviceGuard device;
+  HAWK_JAX_RETURN_IF_ERROR(device.enter(kBackward, stream));
   return from_status(kBackward, hawk::rglru::backward(a, data_or_null(*workspace), bytes, stream));
 }
 

@@ -64,6 +64,8 @@ ffi::Error rglru_forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w
   }
   const std::size_t bytes = hawk::rglru::forward_workspace_size(a);
   HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kForward, *workspace, bytes));
+  StreamDeviceGuard device;
+  HAWK_JAX_RETURN_IF_ERROR(device.enter(kForward, stream));
   return from_status(kForward, hawk::rglru::forward(a, data_or_null(*workspace), bytes, stream));
 }
 
@@ -108,6 +110,8 @@ ffi::Error rglru_decode(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w_
   a.y = y->untyped_data();
   const std::size_t bytes = hawk::rglru::forward_workspace_size(a);
   HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kDecode, *workspace, bytes));
+  StreamDeviceGuard device;
+  HAWK_JAX_RETURN_IF_ERROR(device.enter(kDecode, stream));
   // The library leaves y of a padding sequence unwritten; zeros make the result a function of the inputs.
   if (a.state_index != nullptr && y->size_bytes() > 0) {
     const cudaError_t error = cudaMemsetAsync(y->untyped_data(), 0, y->size_bytes(), stream);
