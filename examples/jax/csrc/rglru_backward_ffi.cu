@@ -69,7 +69,7 @@ ffi::Error rglru_backward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
     a.dbx = static_cast<float*>(db_x->untyped_data());
     a.dba = static_cast<float*>(db_a->untyped_data());
   } else {
-    for (const auto* gradient : {&dg_x, &dg_a}) {
+    for (auto* gradient : {&dg_x, &dg_a}) {  // Result::operator-> is not const
       if ((*gradient)->element_type() != x.element_type() || shape_text(**gradient) != shape_text(x)) {
         return invalid(kBackward, "dg_x and dg_a must have x's shape and dtype");
       }
