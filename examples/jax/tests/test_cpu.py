@@ -385,3 +385,83 @@ def test_packed_rglru_equals_its_sequences_with_fake_kernels(fake_kernels):
         yn, hn = hawk_jax.rglru(x[None, start:start + length], w["a_param"], w["w_x"], w["b_x"], w["w_a"], w["b_a"])
         np.testing.assert_array_equal(np.asarray(y[start:start + length]), np.asarray(yn[0]))
         np.testing.assert_array_equal(np.asarray(h[n]), np.asarray(hn[0]))
+
+
+# ---- the calls against the handlers' bindings (the contract between hawk_jax/_ops.py and csrc/) -------------------
+
+
+class _SizesWithoutLibrary:
+    """The library's query functions, for lowering without it (the values only size the workspace outputs)."""
+
+    def hawk_jax_rglru_time_chunk(self):
+        return 64
+
+    def __getattr__(self, name):
+        if name.endswith("_workspace_bytes"):
+            return lambda *arguments: 256
+        raise AttributeError(name)
+
+
+def _handler_bindings():
+    """{symbol: (inputs, outputs, attribute names)} read from the XLA_FFI_DEFINE_HANDLER_SYMBOL bindings in csrc/."""
+    text = "\n".join(p.read_text() for p in sorted((pathlib.Path(__file__).parents[1] / "csrc").iterdir()))
+
+    def body(start):
+        end = text.index("\n}\n", start)
+        return text[start:end]
+
+    helpers = {name: body(text.index(f"auto {name}(")) for name in
+               ("bind_rglru_inputs", "bind_rglru_attributes", "bind_gate_residual_inputs",
+                "bind_gate_residual_attributes")}
+    bindings = {}
+    for match in re.finditer(r"XLA_FFI_DEFINE_HANDLER_SYMBOL\((\w+),", text):
+        block = text[match.start():text.index(";", match.start())]
+        inputs, outputs = block.count(".Arg<"), block.count(".Ret<")
+        attributes = re.findall(r'Attr<[^>]*>\("(\w+)"\)', block)
+        for name, helper in helpers.items():
+            if name in block:
+                inputs += helper.count("Arg<")
+                attributes += re.findall(r'Attr<[^>]*>\("(\w+)"\)', helper)
+        bindings[match.group(1)] = (inputs, outputs, sorted(attributes))
+    return bindings
+
+
+def _custom_calls(lowered_text):
+    """{target: (operands, results, attribute names)} of the custom calls in a lowered module."""
+    calls = {}
+    for line in lowered_text.splitlines():
+        match = re.search(r"%[\w#]+(?::(\d+))? = stablehlo.custom_call @(\w+)\(([^)]*)\)", line)
+        if not match:
+            continue
+        config = re.search(r"mhlo.backend_config = \{([^}]*)\}", line)
+        names = sorted(re.findall(r"(\w+) = ", config.group(1))) if config else []
+        calls[match.group(2)] = (len(match.group(3).split(",")), int(match.group(1) or 1), names)
+    return calls
+
+
+def test_ffi_calls_match_the_handlers(monkeypatch):
+    from hawk_jax import _ops
+
+    monkeypatch.setattr(_ops, "library", lambda: _SizesWithoutLibrary())
+    params = _random_params(jax.random.PRNGKey(19), 128, 2)
+    x = jnp.zeros((2, 8, 128), jnp.bfloat16)
+    pos = jnp.zeros((2, 8), jnp.int32)
+    w = hawk_jax.rglru_arguments(params)
+    lowered = []
+    rglru_loss = lambda p, x: jnp.sum(hawk_jax.rglru_layer(p, x, pos)[0].astype(jnp.float32))  # noqa: E731
+    lowered.append(jax.jit(jax.grad(rglru_loss)).lower(params, x).as_text())
+    decode = lambda x, pool: hawk_jax.rglru_decode(  # noqa: E731
+        x, w["a_param"], w["w_x"], w["b_x"], w["w_a"], w["b_a"], state=pool, state_index=jnp.zeros(2, jnp.int32))
+    lowered.append(jax.jit(decode).lower(x[:, :1], jnp.zeros((5, 128))).as_text())
+    gate_loss = lambda r, g: jnp.sum(hawk_jax.gate_residual(r, r, g, jnp.zeros(4, jnp.int32)))  # noqa: E731
+    # value_and_grad: under grad alone the forward, whose result nothing needs, is dead code.
+    lowered.append(jax.jit(jax.value_and_grad(gate_loss, argnums=(0, 1))).lower(jnp.zeros((4, 16)), jnp.zeros((2, 16))).as_text())
+    calls = {}
+    for text in lowered:
+        calls.update(_custom_calls(text))
+    bindings = _handler_bindings()
+    assert sorted(calls) == sorted(_library.TARGETS), "every FFI target is called, and nothing else"
+    for target, symbol in _library.TARGETS.items():
+        assert calls[target] == bindings[symbol], f"{target}: (inputs, outputs, attributes) of the call vs {symbol}"
+    # The decode writes the new pool in place of its input `state` (operand 9 = output 1).
+    assert "output_tuple_indices = [1], operand_index = 9" in lowered[1]
