@@ -403,7 +403,8 @@ class _SizesWithoutLibrary:
 
 
 def _handler_bindings():
-    """{symbol: (inputs, outputs, attribute names)} read from the XLA_FFI_DEFINE_HANDLER_SYMBOL bindings in csrc/."""
+    """{symbol: (inputs, outputs, sorted (attribute, bool or i64))} read from the XLA_FFI_DEFINE_HANDLER_SYMBOL
+    bindings in csrc/."""
     text = "\n".join(p.read_text() for p in sorted((pathlib.Path(__file__).parents[1] / "csrc").iterdir()))
 
     def body(start):
@@ -417,25 +418,27 @@ def _handler_bindings():
     for match in re.finditer(r"XLA_FFI_DEFINE_HANDLER_SYMBOL\((\w+),", text):
         block = text[match.start():text.index(";", match.start())]
         inputs, outputs = block.count(".Arg<"), block.count(".Ret<")
-        attributes = re.findall(r'Attr<[^>]*>\("(\w+)"\)', block)
+        attributes = re.findall(r'Attr<([^>]*)>\("(\w+)"\)', block)
         for name, helper in helpers.items():
             if name in block:
                 inputs += helper.count("Arg<")
-                attributes += re.findall(r'Attr<[^>]*>\("(\w+)"\)', helper)
-        bindings[match.group(1)] = (inputs, outputs, sorted(attributes))
+                attributes += re.findall(r'Attr<([^>]*)>\("(\w+)"\)', helper)
+        kinds = {"bool": "bool", "std::int64_t": "i64"}
+        bindings[match.group(1)] = (inputs, outputs, sorted((name, kinds[t]) for t, name in attributes))
     return bindings
 
 
 def _custom_calls(lowered_text):
-    """{target: (operands, results, attribute names)} of the custom calls in a lowered module."""
+    """{target: (operands, results, sorted (attribute, bool or i64))} of the custom calls in a lowered module."""
     calls = {}
     for line in lowered_text.splitlines():
         match = re.search(r"%[\w#]+(?::(\d+))? = stablehlo.custom_call @(\w+)\(([^)]*)\)", line)
         if not match:
             continue
         config = re.search(r"mhlo.backend_config = \{([^}]*)\}", line)
-        names = sorted(re.findall(r"(\w+) = ", config.group(1))) if config else []
-        calls[match.group(2)] = (len(match.group(3).split(",")), int(match.group(1) or 1), names)
+        attributes = re.findall(r"(\w+) = (true|false|-?\d+ : i64)", config.group(1)) if config else []
+        kinds = sorted((name, "bool" if value in ("true", "false") else "i64") for name, value in attributes)
+        calls[match.group(2)] = (len(match.group(3).split(",")), int(match.group(1) or 1), kinds)
     return calls
 
 
