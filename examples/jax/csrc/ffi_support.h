@@ -103,15 +103,28 @@ inline ffi::Error expect(const char* where, const char* name, const ffi::AnyBuff
   return ffi::Error::Success();
 }
 
-//! The workspace output must hold what the library asks for (the Python side sizes it with the exported
-//! *_workspace_bytes functions, which call the same library functions).
-inline ffi::Error expect_workspace(const char* where, const ffi::AnyBuffer& workspace, std::size_t needed) {
-  if (workspace.size_bytes() < needed) {
+//! hawk wants its workspace 256-byte aligned (as cudaMalloc returns it); XLA aligns the buffers it hands a
+//! handler less strictly (64 bytes), so the Python side asks for kWorkspaceSlack bytes more than the library's
+//! size and the handler starts the workspace at the first 256-byte boundary inside the buffer.
+constexpr std::size_t kWorkspaceAlignment = 256;
+constexpr std::size_t kWorkspaceSlack = kWorkspaceAlignment - 1;
+
+//! The 256-byte aligned start of the workspace output for a call that needs `needed` bytes (null for 0), or the
+//! error saying the buffer is too small (the Python side sizes it with the exported *_workspace_bytes functions,
+//! which call the same library functions, plus kWorkspaceSlack).
+inline ffi::Error aligned_workspace(const char* where, const ffi::AnyBuffer& workspace, std::size_t needed,
+                                    void*& start) {
+  start = nullptr;
+  if (needed == 0) return ffi::Error::Success();
+  const auto address = reinterpret_cast<std::uintptr_t>(workspace.untyped_data());
+  const std::size_t skip = (kWorkspaceAlignment - address % kWorkspaceAlignment) % kWorkspaceAlignment;
+  if (workspace.size_bytes() < needed + skip) {
     return ffi::Error(ffi::ErrorCode::kResourceExhausted,
                       std::string(where) + ": the workspace output holds " + std::to_string(workspace.size_bytes()) +
-                          " bytes but this call needs " + std::to_string(needed) +
-                          " (size it with hawk_jax's workspace functions)");
+                          " bytes but this call needs " + std::to_string(needed) + " from a 256-byte boundary (" +
+                          std::to_string(needed + skip) + " here; size it with hawk_jax's workspace functions)");
   }
+  start = reinterpret_cast<void*>(address + skip);
   return ffi::Error::Success();
 }
 
@@ -146,10 +159,6 @@ class StreamDeviceGuard {
   int previous_ = 0;
   bool restore_ = false;
 };
-
-inline void* data_or_null(const ffi::AnyBuffer& buffer) {
-  return buffer.size_bytes() > 0 ? buffer.untyped_data() : nullptr;
-}
 
 }  // namespace hawk_jax
 

@@ -97,10 +97,11 @@ ffi::Error gate_residual_forward(cudaStream_t stream, ffi::AnyBuffer residual, f
   a.idx = idx.untyped_data();
   a.out = out->untyped_data();
   const std::size_t bytes = gr::forward_workspace_size(a);
-  HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kForward, *workspace, bytes));
+  void* scratch = nullptr;
+  HAWK_JAX_RETURN_IF_ERROR(aligned_workspace(kForward, *workspace, bytes, scratch));
   StreamDeviceGuard device;
   HAWK_JAX_RETURN_IF_ERROR(device.enter(kForward, stream));
-  return from_status(kForward, gr::forward(a, data_or_null(*workspace), bytes, stream));
+  return from_status(kForward, gr::forward(a, scratch, bytes, stream));
 }
 
 ffi::Error gate_residual_backward(cudaStream_t stream, ffi::AnyBuffer dout, ffi::AnyBuffer y, ffi::AnyBuffer gate,
@@ -123,10 +124,11 @@ ffi::Error gate_residual_backward(cudaStream_t stream, ffi::AnyBuffer dout, ffi:
   a.dgate = dgate->untyped_data();
   a.dgate_type = gr::DgateType::kFloat32;
   const std::size_t bytes = gr::backward_workspace_size(a);
-  HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kBackward, *workspace, bytes));
+  void* scratch = nullptr;
+  HAWK_JAX_RETURN_IF_ERROR(aligned_workspace(kBackward, *workspace, bytes, scratch));
   StreamDeviceGuard device;
   HAWK_JAX_RETURN_IF_ERROR(device.enter(kBackward, stream));
-  return from_status(kBackward, gr::backward(a, data_or_null(*workspace), bytes, stream));
+  return from_status(kBackward, gr::backward(a, scratch, bytes, stream));
 }
 
 //! The workspace bytes `size_of(arguments)` for the problem a size query describes (forward or backward).

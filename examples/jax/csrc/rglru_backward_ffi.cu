@@ -78,10 +78,11 @@ ffi::Error rglru_backward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
     a.dga = dg_a->untyped_data();
   }
   const std::size_t bytes = hawk::rglru::backward_workspace_size(a);
-  HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kBackward, *workspace, bytes));
+  void* scratch = nullptr;
+  HAWK_JAX_RETURN_IF_ERROR(aligned_workspace(kBackward, *workspace, bytes, scratch));
   StreamDeviceGuard device;
   HAWK_JAX_RETURN_IF_ERROR(device.enter(kBackward, stream));
-  return from_status(kBackward, hawk::rglru::backward(a, data_or_null(*workspace), bytes, stream));
+  return from_status(kBackward, hawk::rglru::backward(a, scratch, bytes, stream));
 }
 
 }  // namespace

@@ -63,10 +63,11 @@ ffi::Error rglru_forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w
     a.checkpoint_chunk = chunk;
   }
   const std::size_t bytes = hawk::rglru::forward_workspace_size(a);
-  HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kForward, *workspace, bytes));
+  void* scratch = nullptr;
+  HAWK_JAX_RETURN_IF_ERROR(aligned_workspace(kForward, *workspace, bytes, scratch));
   StreamDeviceGuard device;
   HAWK_JAX_RETURN_IF_ERROR(device.enter(kForward, stream));
-  return from_status(kForward, hawk::rglru::forward(a, data_or_null(*workspace), bytes, stream));
+  return from_status(kForward, hawk::rglru::forward(a, scratch, bytes, stream));
 }
 
 //! A decode step against a state pool. `state` [S, W] fp32 is aliased to the output `state_out` (the Python
@@ -109,7 +110,8 @@ ffi::Error rglru_decode(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w_
   a.h_final = static_cast<float*>(state_out->untyped_data());
   a.y = y->untyped_data();
   const std::size_t bytes = hawk::rglru::forward_workspace_size(a);
-  HAWK_JAX_RETURN_IF_ERROR(expect_workspace(kDecode, *workspace, bytes));
+  void* scratch = nullptr;
+  HAWK_JAX_RETURN_IF_ERROR(aligned_workspace(kDecode, *workspace, bytes, scratch));
   StreamDeviceGuard device;
   HAWK_JAX_RETURN_IF_ERROR(device.enter(kDecode, stream));
   // The library leaves y of a padding sequence unwritten; zeros make the result a function of the inputs.
@@ -120,7 +122,7 @@ ffi::Error rglru_decode(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w_
                                                        cudaGetErrorString(error));
     }
   }
-  return from_status(kDecode, hawk::rglru::decode(a, data_or_null(*workspace), bytes, stream));
+  return from_status(kDecode, hawk::rglru::decode(a, scratch, bytes, stream));
 }
 
 }  // namespace

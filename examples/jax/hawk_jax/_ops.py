@@ -40,8 +40,15 @@ def _or_empty(a: Optional[Array], dtype) -> Array:
     return _empty(dtype) if a is None else a
 
 
-def _bytes(count: int) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct((int(count),), jnp.uint8)
+#: hawk wants a 256-byte aligned workspace and XLA aligns buffers less strictly: each workspace output is this
+#: much larger than the library's size, and the handler starts at the first 256-byte boundary in it (ffi_support.h)
+WORKSPACE_SLACK = 255
+
+
+def _workspace(count: int) -> jax.ShapeDtypeStruct:
+    """The workspace output of a call that needs `count` bytes (none for 0)."""
+    count = int(count)
+    return jax.ShapeDtypeStruct((count + WORKSPACE_SLACK if count > 0 else 0,), jnp.uint8)
 
 
 def time_chunk() -> int:
@@ -89,7 +96,7 @@ def _rglru_forward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_
     workspace = lib.hawk_jax_rglru_forward_workspace_bytes(n, t, width, n, int(cu_seqlens is not None), 0,
                                                            int(config.validate))
     out_types = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct((n, width), jnp.float32),
-                 jax.ShapeDtypeStruct((rows, width), jnp.float32), _bytes(workspace))
+                 jax.ShapeDtypeStruct((rows, width), jnp.float32), _workspace(workspace))
     call = jax.ffi.ffi_call("hawk_rglru_forward", out_types, vmap_method="sequential")
     y, h_final, checkpoints, _ = call(
         x, *_gate_args(x, w_x, b_x, w_a, b_a, g_x, g_a, config), a_param.astype(jnp.float32),
@@ -116,7 +123,7 @@ def _rglru_backward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu
                  jax.ShapeDtypeStruct(weights, f32), jax.ShapeDtypeStruct(biases, f32),
                  jax.ShapeDtypeStruct(logits, x.dtype), jax.ShapeDtypeStruct(logits, x.dtype),
                  jax.ShapeDtypeStruct((width,), f32), jax.ShapeDtypeStruct((n if want_dh0 else 0, width), f32),
-                 _bytes(workspace))
+                 _workspace(workspace))
     call = jax.ffi.ffi_call("hawk_rglru_backward", out_types, vmap_method="sequential")
     dx, dw_x, db_x, dw_a, db_a, dg_x, dg_a, da_param, dh0, _ = call(
         x, *_gate_args(x, w_x, b_x, w_a, b_a, g_x, g_a, config), a_param.astype(f32), _or_empty(reset, jnp.uint8),
@@ -263,7 +270,7 @@ def rglru_decode(
         problem.num_sequences, problem.num_tokens, problem.width, state.shape[0], int(problem.packed),
         int(state_index is not None), int(config.validate))
     out_types = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(state.shape, jnp.float32),
-                 _bytes(workspace))
+                 _workspace(workspace))
     state_position = 9  # the state's place among the handler's inputs (csrc/rglru_forward_ffi.cu)
     call = jax.ffi.ffi_call("hawk_rglru_decode", out_types, vmap_method="sequential",
                             input_output_aliases={state_position: 1})
@@ -295,7 +302,7 @@ def _gate_residual_forward_call(residual, y, gate, idx, config: _GateResidualCon
         n, d, gate.shape[0], _HAWK_DTYPE[jnp.dtype(residual.dtype)], _HAWK_DTYPE[jnp.dtype(gate.dtype)],
         _index_bits(idx), config.layout, config.rows_per_group, int(config.validate))
     call = jax.ffi.ffi_call("hawk_gate_residual_forward",
-                            (jax.ShapeDtypeStruct(residual.shape, residual.dtype), _bytes(workspace)),
+                            (jax.ShapeDtypeStruct(residual.shape, residual.dtype), _workspace(workspace)),
                             vmap_method="sequential")
     out, _ = call(residual, y, gate, idx, layout=np.int64(config.layout),
                   rows_per_group=np.int64(config.rows_per_group), validate=np.bool_(config.validate))
@@ -309,7 +316,7 @@ def _gate_residual_backward_call(dout, y, gate, idx, config: _GateResidualConfig
         config.layout, config.rows_per_group, int(config.validate))
     call = jax.ffi.ffi_call("hawk_gate_residual_backward",
                             (jax.ShapeDtypeStruct(y.shape, y.dtype), jax.ShapeDtypeStruct(gate.shape, jnp.float32),
-                             _bytes(workspace)),
+                             _workspace(workspace)),
                             vmap_method="sequential")
     dy, dgate, _ = call(dout.astype(y.dtype), y, gate, idx, layout=np.int64(config.layout),
                         rows_per_group=np.int64(config.rows_per_group), validate=np.bool_(config.validate))
