@@ -25,7 +25,7 @@ def _sequences(x, cu_seqlens):
     return ref.split_packed(x, cu_seqlens), lambda parts: np.concatenate(parts)
 
 
-def _resets(config, flags, lengths, cu_seqlens, dense_shape):
+def _resets(config, flags, lengths):
     """Per-sequence bool reset flags [L_n] for the reset mode of `config`."""
     if config.reset_mode == checks.RESET_FLAGS:
         flat = np.asarray(flags).reshape(-1) != 0
@@ -51,7 +51,7 @@ def _gate_logits(xs, w_x, b_x, w_a, b_a, g_x, g_a, config, cu_seqlens):
 def _forward_numpy(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens, config):
     xs, join = _sequences(x, cu_seqlens)
     gxs, gas = _gate_logits(xs, w_x, b_x, w_a, b_a, g_x, g_a, config, cu_seqlens)
-    resets = _resets(config, reset, [len(s) for s in xs], cu_seqlens, None)
+    resets = _resets(config, reset, [len(s) for s in xs])
     ys, finals = [], []
     for n, s in enumerate(xs):
         state = None if h0 is None else np.asarray(h0, np.float64)[n:n + 1]
@@ -97,7 +97,7 @@ def rglru_backward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_
         xs, join = _sequences(x, cu_seqlens)
         dys, _ = _sequences(dy, cu_seqlens)
         gxs, gas = _gate_logits(xs, w_x, b_x, w_a, b_a, g_x, g_a, config, cu_seqlens)
-        resets = _resets(config, reset, [len(s) for s in xs], cu_seqlens, None)
+        resets = _resets(config, reset, [len(s) for s in xs])
         totals = {}
         dxs, dgxs, dgas, dh0s = [], [], [], []
         for i, s in enumerate(xs):

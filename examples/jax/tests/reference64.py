@@ -10,8 +10,6 @@ into its sequences (``split_packed``) and running them as a dense batch each.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
-
 import numpy as np
 
 C = 8.0  # log a_t = -C · r_t · softplus(a_param)
@@ -159,6 +157,3 @@ def gate_residual_backward(dout, y, gate, idx):
 def reset_from_segment_pos(segment_pos) -> np.ndarray:
     return np.asarray(segment_pos) == 0
 
-
-def optional64(value) -> Optional[np.ndarray]:
-    return None if value is None else np.asarray(value, np.float64)
