@@ -8,13 +8,16 @@ state_index, idx) is checked there with ``validate=True`` (the default): the cal
 naming the argument, with nothing written. ``validate=False`` skips those checks: the kernels still never read or
 write outside their buffers, but the results for a bad value are unspecified.
 
-Batching (``jax.vmap``): the FFI calls batch by running the call once per batch element (``vmap_method=
-"sequential"``), which is always correct; put independent sequences in the batch dimension B (or pack them with
-cu_seqlens) for one kernel launch over all of them.
+Batching (``jax.vmap``): the RG-LRU forward, vmapped over a leading axis of a dense batch with the weights shared,
+runs as one call over all the sequences (the kernels are batch-invariant: the same bits as one call per element).
+Everything else batches by running the call once per batch element (``vmap_method="sequential"``), which is always
+correct: a packed batch, vmapped weights, and the calls that gradients need (the forward that saves checkpoints, the
+backward, whose parameter gradients must stay per element).
 """
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from typing import NamedTuple, Optional, Tuple, Union
 
@@ -140,11 +143,50 @@ def _cast_like(gradient, primal):
     return gradient.astype(primal.dtype).reshape(primal.shape)
 
 
+def _forward_without_checkpoints(config, *operands):
+    y, h_final, _ = _rglru_forward_call(*operands, config, save_checkpoints=False)
+    return y, h_final
+
+
+def _fold_leading_axis(axis_size, operand, batched):
+    """A row operand ([B, ...]) of a vmapped call as [V * B, ...], broadcast first when it is not batched."""
+    if operand is None:
+        return None
+    if not batched:
+        operand = jnp.broadcast_to(operand, (axis_size,) + operand.shape)
+    return operand.reshape((axis_size * operand.shape[1],) + operand.shape[2:])
+
+
+@functools.lru_cache(maxsize=None)
+def _batchable_forward(config: _RGLRUConfig):
+    """The forward without checkpoints (no gradient wanted) with a vmap rule: vmapped over a leading axis with the
+    weights and a_param shared, a dense batch [V, B, L, W] runs as one call over V * B sequences (the same bits:
+    the kernels are batch-invariant). Anything else (a packed batch, vmapped weights) runs one call per element."""
+
+    @jax.custom_batching.custom_vmap
+    def forward(*operands):
+        return _forward_without_checkpoints(config, *operands)
+
+    @forward.def_vmap
+    def forward_vmap(axis_size, in_batched, *operands):
+        batched = [bool(b) for b in in_batched]
+        x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens = operands
+        weights_batched = any(batched[i] for i in (1, 2, 3, 4, 7))
+        if cu_seqlens is not None or weights_batched:
+            in_axes = tuple(0 if b else None for b in batched)
+            return jax.vmap(partial(_forward_without_checkpoints, config), in_axes=in_axes)(*operands), (True, True)
+        rows = {i: _fold_leading_axis(axis_size, operands[i], batched[i]) for i in (0, 5, 6, 8, 9)}
+        y, h_final = _forward_without_checkpoints(config, rows[0], w_x, b_x, w_a, b_a, rows[5], rows[6], a_param,
+                                                  rows[8], rows[9], None)
+        return (y.reshape((axis_size, -1) + y.shape[1:]), h_final.reshape((axis_size, -1) + h_final.shape[1:])), \
+            (True, True)
+
+    return forward
+
+
 @partial(jax.custom_vjp, nondiff_argnums=(11,))
 def _rglru_core(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens, config):
-    y, h_final, _ = _rglru_forward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens, config,
-                                        save_checkpoints=False)
-    return y, h_final
+    return _batchable_forward(config)(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens)
 
 
 def _rglru_core_fwd(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens, config):

@@ -63,4 +63,5 @@ def fake_kernels(monkeypatch):
     monkeypatch.setattr(_ops, "_rglru_backward_call", fake.rglru_backward_call)
     monkeypatch.setattr(_ops, "_gate_residual_forward_call", fake.gate_residual_forward_call)
     monkeypatch.setattr(_ops, "_gate_residual_backward_call", fake.gate_residual_backward_call)
+    fake.forward_x_shapes.clear()
     return fake

@@ -16,6 +16,9 @@ from hawk_jax import _checks as checks
 
 TIME_CHUNK = 64  # the shipped configurations' chunk; only the checkpoints' shape depends on it
 
+#: the shape of x of every forward call traced (tests look at how vmap reached the kernels)
+forward_x_shapes = []
+
 
 def _sequences(x, cu_seqlens):
     """(list of [L_n, W] float64 sequences, how to put per-token results back together)."""
@@ -67,6 +70,7 @@ def _cast_inputs(x, w_x, w_a):
 
 
 def rglru_forward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens, config, save_checkpoints):
+    forward_x_shapes.append(tuple(x.shape))
     w_x, w_a = _cast_inputs(x, w_x, w_a)
     n = x.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
     t = x.shape[0] * x.shape[1] if cu_seqlens is None else x.shape[0]

@@ -350,10 +350,49 @@ def test_vmap_over_a_leading_axis_with_fake_kernels(fake_kernels):
     params = _random_params(jax.random.PRNGKey(15), 128, 2)
     x = jax.random.normal(jax.random.PRNGKey(16), (3, 2, 5, 128), jnp.float32)
     pos = jnp.tile(jnp.arange(5), (2, 1))
-    layer = lambda x: hawk_jax.rglru_layer(params, x, pos)[0]  # noqa: E731
-    batched = jax.vmap(layer)(x)
+    layer = lambda x: hawk_jax.rglru_layer(params, x, pos)  # noqa: E731
+    y, h = jax.jit(jax.vmap(layer))(x)
+    # Shared weights, a dense batch: one call over the 3 * 2 sequences (the per-element shape is traced too, for
+    # the output's shapes).
+    assert (6, 5, 128) in fake_kernels.forward_x_shapes
     for v in range(3):
-        np.testing.assert_array_equal(np.asarray(batched[v]), np.asarray(layer(x[v])))
+        yv, hv = layer(x[v])
+        np.testing.assert_array_equal(np.asarray(y[v]), np.asarray(yv))
+        np.testing.assert_array_equal(np.asarray(h[v]), np.asarray(hv))
+
+
+def test_vmap_over_weights_and_packed_batches_with_fake_kernels(fake_kernels):
+    w = _weights(64, 1)
+    scales = jnp.array([0.5, 1.0, 2.0])
+    x = jax.random.normal(jax.random.PRNGKey(20), (2, 7, 64), jnp.float32)
+    # vmapped weights: one call per element.
+    f = lambda s: hawk_jax.rglru(x, w["a_param"] * s, w["w_x"] * s, w["b_x"], w["w_a"], w["b_a"])  # noqa: E731
+    y, h = jax.vmap(f)(scales)
+    for v in range(3):
+        yv, hv = f(scales[v])
+        np.testing.assert_array_equal(np.asarray(y[v]), np.asarray(yv))
+        np.testing.assert_array_equal(np.asarray(h[v]), np.asarray(hv))
+    # a packed batch vmapped over its tokens' values: one call per element too.
+    cu = jnp.array([0, 3, 7], jnp.int32)
+    g = lambda x: hawk_jax.rglru(x, w["a_param"], w["w_x"], w["b_x"], w["w_a"], w["b_a"], cu_seqlens=cu)  # noqa: E731
+    stacked = jnp.stack([x[0], x[1]])
+    y, h = jax.vmap(g)(stacked)
+    for v in range(2):
+        yv, hv = g(stacked[v])
+        np.testing.assert_array_equal(np.asarray(y[v]), np.asarray(yv))
+        np.testing.assert_array_equal(np.asarray(h[v]), np.asarray(hv))
+
+
+def test_vmap_of_gradients_with_fake_kernels(fake_kernels):
+    params = _random_params(jax.random.PRNGKey(21), 128, 2)
+    x = jax.random.normal(jax.random.PRNGKey(22), (2, 3, 6, 128), jnp.float32)
+    pos = jnp.tile(jnp.arange(6), (3, 1))
+    loss = lambda p, x: jnp.sum(hawk_jax.rglru_layer(p, x, pos)[0] ** 2)  # noqa: E731
+    per_example = jax.vmap(jax.grad(loss), in_axes=(None, 0))(params, x)
+    for v in range(2):
+        one = jax.grad(loss)(params, x[v])
+        for a, b in zip(jax.tree_util.tree_leaves(per_example), jax.tree_util.tree_leaves(one)):
+            np.testing.assert_array_equal(np.asarray(a[v]), np.asarray(b))
 
 
 def test_gate_residual_layer_with_fake_kernels(fake_kernels):
