@@ -120,3 +120,13 @@ def test_handler_refuses_a_small_workspace():
         x, w_x.astype(x.dtype), b_x, w_a.astype(x.dtype), b_a, empty(x.dtype), empty(x.dtype), a_param,
         empty(jnp.uint8), empty(jnp.float32), cu, fused=np.bool_(True), reset_mode=np.int64(1),
         validate=np.bool_(True)))
+
+
+def test_gate_residual_bad_idx_without_validation_does_not_crash():
+    residual = jnp.ones((8, 64), jnp.float32)
+    gate = jnp.ones((3, 64), jnp.float32)
+    idx = jnp.asarray([0, 1, 2, 7, -5, 1, 2, 0], jnp.int32)
+    out = hawk_jax.gate_residual(residual, residual, gate, idx, validate=False)
+    jax.block_until_ready(out)  # rows with a bad idx are unspecified; the others are computed
+    good = np.array([0, 1, 2, 5, 6, 7])
+    np.testing.assert_array_equal(np.asarray(out)[good], np.full((6, 64), 2.0, np.float32))

@@ -254,3 +254,17 @@ def test_non_shipped_block_width_runs_in_gate_logits_mode():
                                            as64(params["a_param"]), ref.reset_from_segment_pos(pos), as64(h0))
     assert_close_to_reference(y, y_ref, jnp.float32, "y")
     assert_close_to_reference(h, h_ref, jnp.float32, "h_final")
+
+
+def test_decode_reset_flag_starts_a_new_document():
+    x, params, _, h0 = random_rglru(17, 3, 1, 256, 1, jnp.bfloat16)
+    w = hawk_jax.rglru_arguments(params)
+    args = (w["a_param"], w["w_x"], w["b_x"], w["w_a"], w["b_a"])
+    pos = jnp.array([[5], [0], [9]], jnp.int32)  # sequence 1 starts a new document at this token
+    y, state = hawk_jax.rglru_decode(x, *args, state=h0, segment_pos=pos)
+    fresh_y, fresh_h = hawk_jax.rglru(x[1:2], *args)  # a sequence start: the state is dropped
+    assert_bitwise_equal(y[1], fresh_y[0], "y at the reset")
+    assert_bitwise_equal(state[1], fresh_h[0], "state after the reset")
+    continued_y, continued_h = hawk_jax.rglru(x[0:1], *args, h0=h0[0:1])
+    assert_bitwise_equal(y[0], continued_y[0], "y of a continued sequence")
+    assert_bitwise_equal(state[0], continued_h[0], "state of a continued sequence")
