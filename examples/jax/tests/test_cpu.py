@@ -507,3 +507,40 @@ def test_ffi_calls_match_the_handlers(monkeypatch):
         assert calls[target] == bindings[symbol], f"{target}: (inputs, outputs, attributes) of the call vs {symbol}"
     # The decode writes the new pool in place of its input `state` (operand 9 = output 1).
     assert "output_tuple_indices = [1], operand_index = 9" in lowered[1]
+
+
+# ---- the built library's query functions (skipped where it is not built: they need no GPU) -------------------------
+
+
+def _built_library():
+    if _library.library_path() is None:
+        pytest.skip("libhawk_jax_ffi.so is not built (cmake -S examples/jax -B build-jax -G Ninja && cmake --build "
+                    "build-jax)")
+    import ctypes
+
+    lib = ctypes.CDLL(str(_library.library_path()))
+    _library._declare(lib)
+    return lib
+
+
+def test_library_version_and_workspace_queries():
+    lib = _built_library()
+    assert lib.hawk_jax_version().decode() == hawk_jax.__version__
+    assert lib.hawk_jax_rglru_time_chunk() == 64
+    forward = lib.hawk_jax_rglru_forward_workspace_bytes
+    # (N, T, W, S, packed, state_index, validate): only device checks take forward workspace.
+    assert forward(4, 4096, 1024, 4, 0, 0, 1) == 0
+    assert forward(4, 4096, 1024, 4, 1, 0, 0) == 0
+    assert forward(4, 4096, 1024, 4, 1, 0, 1) == 256               # the check word
+    assert forward(4, 4, 1024, 100, 0, 1, 1) == 256 + 256          # and a claim table of ceil(100 / 32) words
+    backward = lib.hawk_jax_rglru_backward_workspace_bytes
+    # (N, T, W, H, fused, packed, validate): fused mode keeps fp32 dgx, dga and the direct dx, [T, W] each.
+    fused = backward(2, 2048, 1024, 4, 1, 0, 1)
+    logits = backward(2, 2048, 1024, 1, 0, 0, 1)
+    assert fused >= 3 * 2048 * 1024 * 4 and logits >= 2 * 1024 * 4 and logits < fused
+    assert backward(2, 2048, 1024, 4, 1, 1, 1) > fused             # packed: the check word first
+    gate_forward = lib.hawk_jax_gate_residual_forward_workspace_bytes
+    # (N, D, G, dtype, gate dtype, index bits, layout, rows per group, validate)
+    assert gate_forward(1024, 1152, 8, 2, 2, 32, 0, 0, 0) == 0
+    assert gate_forward(1024, 1152, 8, 2, 2, 32, 0, 0, 1) >= 256
+    assert lib.hawk_jax_gate_residual_backward_workspace_bytes(1024, 1152, 8, 2, 0, 32, 0, 0, 1) > 0
