@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import griffin_support
 import hawk_jax
 import reference64 as ref
 from hawk_jax import _checks, _library
@@ -427,30 +428,8 @@ def test_packed_rglru_equals_its_sequences_with_fake_kernels(fake_kernels):
 
 
 def test_griffin_with_hawks_rglru_with_fake_kernels(fake_kernels, monkeypatch):
-    """The drop-in inside recurrentgemma's whole model: its RGLRU class swapped for hawk_jax's, the same parameters
-    give the same logits and cache, for a prefill and a decode step from its cache (gradients: the module tests)."""
-    layers = _recurrentgemma_layers()
-    from recurrentgemma import common
-    from recurrentgemma.jax import griffin
-
-    kinds = common.TemporalBlockType
-    config = common.GriffinConfig(vocab_size=64, width=128, mlp_expanded_width=256, num_heads=2,
-                                  block_types=(kinds.RECURRENT, kinds.ATTENTION),
-                                  embeddings_scale_by_sqrt_dim=True, attention_window_size=16, logits_soft_cap=30.0,
-                                  lru_width=128)
-    tokens = jax.random.randint(jax.random.PRNGKey(23), (2, 12), 0, 64)
-    pos = jnp.tile(jnp.arange(12), (2, 1))
-    params = griffin.Griffin(config).init(jax.random.PRNGKey(24), tokens, pos)
-
-    def run():
-        model = griffin.Griffin(config)
-        logits, cache = model.apply(params, tokens, pos)
-        step_logits, _ = model.apply(params, tokens[:, :1], jnp.full((2, 1), 12), cache)
-        return logits, cache, step_logits
-
-    theirs = run()
-    monkeypatch.setattr(layers, "RGLRU", hawk_jax.RGLRU)
-    ours = run()
+    """The drop-in inside recurrentgemma's whole model (griffin_support.py), over the fake kernels."""
+    theirs, ours = griffin_support.griffin_outputs_both_ways(monkeypatch)
     assert {(2, 12, 128), (2, 1, 128)} <= set(fake_kernels.forward_x_shapes), "hawk's layer ran, prefill and step"
     for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
         scale = float(jnp.max(jnp.abs(b))) + 1e-12

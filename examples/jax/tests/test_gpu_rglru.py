@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import griffin_support
 import hawk_jax
 import reference64 as ref
 from gpu_support import (as64, assert_bitwise_equal, assert_close_to_reference, assert_gradient_close, cotangents,
@@ -268,3 +269,12 @@ def test_decode_reset_flag_starts_a_new_document():
     continued_y, continued_h = hawk_jax.rglru(x[0:1], *args, h0=h0[0:1])
     assert_bitwise_equal(y[0], continued_y[0], "y of a continued sequence")
     assert_bitwise_equal(state[0], continued_h[0], "state of a continued sequence")
+
+
+def test_griffin_with_hawks_rglru(monkeypatch):
+    """recurrentgemma's whole model with hawk_jax's RGLRU: the same logits and cache, prefill and a decode step."""
+    with jax.default_matmul_precision("highest"):  # the rest of the model in fp32, not TF32, on both sides
+        theirs, ours = griffin_support.griffin_outputs_both_ways(monkeypatch)
+    for a, b in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(theirs)):
+        scale = float(jnp.max(jnp.abs(b))) + 1e-12
+        np.testing.assert_allclose(as64(a) / scale, as64(b) / scale, atol=1e-3)
