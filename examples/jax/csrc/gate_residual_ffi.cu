@@ -131,7 +131,33 @@ ffi::Error gate_residual_backward(cudaStream_t stream, ffi::AnyBuffer dout, ffi:
   return from_status(kBackward, gr::backward(a, scratch, bytes, stream));
 }
 
-//! The workspace bytes `size_of(arguments)` for the problem a size query describes (forward or backward).
+//! A stand-in for the k-th device buffer of a size query: 1 TiB apart and 256-byte aligned, so that the library's
+//! host checks (non-null, aligned, no output overlapping an input) pass as they do for XLA's buffers and the size
+//! comes out as run() will want it. Never dereferenced: the size functions only look at the addresses.
+void* query_address(int k) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(k) << 40); }
+
+void fill_query_pointers(gr::ForwardArguments& a) {
+  a.residual = query_address(1);
+  a.y = query_address(2);
+  a.gate = query_address(3);
+  a.idx = query_address(4);
+  a.out = query_address(5);
+}
+
+void fill_query_pointers(gr::BackwardArguments& a) {
+  a.dout = query_address(1);
+  a.y = query_address(2);
+  a.gate = query_address(3);
+  a.idx = query_address(4);
+  a.dy = query_address(5);
+  a.dgate = query_address(6);
+  a.dgate_type = gr::DgateType::kFloat32;
+}
+
+//! The workspace bytes `size_of(arguments)` for the problem a size query describes (forward or backward). The
+//! library answers 0 for arguments it cannot run; the handler then reports what is wrong with them. The backward
+//! of arbitrary or contiguous idx sizes its chunk table with CUB, which asks the current CUDA device: without one
+//! the answer is 0 too.
 template <class Arguments, class SizeOf>
 std::int64_t query_workspace(std::int64_t num_rows, std::int64_t dim, std::int64_t num_gate_rows, std::int32_t dtype,
                              std::int32_t gate_dtype, std::int32_t index_bits, std::int64_t layout,
@@ -146,6 +172,7 @@ std::int64_t query_workspace(std::int64_t num_rows, std::int64_t dim, std::int64
   a.shape.validate_indices = validate != 0;
   a.layout = static_cast<gr::IndexLayout>(layout);
   a.rows_per_group = rows_per_group;
+  fill_query_pointers(a);
   return static_cast<std::int64_t>(size_of(a));
 }
 
