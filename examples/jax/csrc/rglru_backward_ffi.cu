@@ -36,7 +36,6 @@ ffi::Error rglru_backward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
   HAWK_JAX_RETURN_IF_ERROR(rglru_problem(kBackward, in, fused, reset_mode, validate, p));
   hawk::rglru::BackwardArguments a;
   fill_rglru_inputs(a, in, p);
-  a.shape.wait_for_device_checks = validate;
   const std::int64_t N = p.shape.num_sequences, W = p.shape.width, H = p.shape.num_blocks, w = W / H;
   HAWK_JAX_RETURN_IF_ERROR(optional_state(kBackward, "h0", h0, p, a.h0));
   HAWK_JAX_RETURN_IF_ERROR(optional_state(kBackward, "dh_final", dh_final, p, a.dh_final));

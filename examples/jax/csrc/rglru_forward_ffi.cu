@@ -45,7 +45,6 @@ ffi::Error rglru_forward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w
   HAWK_JAX_RETURN_IF_ERROR(rglru_problem(kForward, in, fused, reset_mode, validate, p));
   hawk::rglru::ForwardArguments a;
   fill_rglru_inputs(a, in, p);
-  a.shape.wait_for_device_checks = validate;
   const std::int64_t N = p.shape.num_sequences, W = p.shape.width;
   HAWK_JAX_RETURN_IF_ERROR(optional_state(kForward, "h0", h0, p, a.h0));
   HAWK_JAX_RETURN_IF_ERROR(check_y(kForward, x, *y));
@@ -86,7 +85,6 @@ ffi::Error rglru_decode(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer w_
   HAWK_JAX_RETURN_IF_ERROR(rglru_problem(kDecode, in, fused, reset_mode, validate, p));
   hawk::rglru::ForwardArguments a;
   fill_rglru_inputs(a, in, p);
-  a.shape.wait_for_device_checks = validate;
   const std::int64_t N = p.shape.num_sequences, W = p.shape.width;
   const auto sd = state.dimensions();
   if (sd.size() != 2 || sd[1] != W || sd[0] < 1 || state.element_type() != ffi::DataType::F32) {

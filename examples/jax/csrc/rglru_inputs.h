@@ -47,6 +47,9 @@ inline ffi::Error rglru_problem(const char* where, const RGLRUInputs& in, bool f
   }
   hawk::rglru::ProblemShape& s = p.shape;
   s.validate_device_inputs = validate;
+  // A JAX program cannot be told later that a call's inputs were bad: a validating call waits for the verdict of
+  // its device checks (only calls with cu_seqlens or state_index have any) and returns it as its ffi::Error.
+  s.wait_for_device_checks = validate;
   if (present(in.cu_seqlens)) {
     if (x_dims.size() != 2) return invalid(where, "with cu_seqlens, x must be packed [T, W], got " + shape_text(in.x));
     const auto c = in.cu_seqlens.dimensions();
