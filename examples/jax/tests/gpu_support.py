@@ -18,8 +18,8 @@ def as64(a) -> np.ndarray:
 
 def bits(a) -> np.ndarray:
     """The bytes of an array, for bitwise comparisons (NaN included)."""
-    a = np.asarray(a)
-    return a.view(np.uint8).reshape(-1) if a.size else a.reshape(-1).view(np.uint8)
+    # Flattened first: numpy refuses to view a 0-d array (a loss) as bytes of another size.
+    return np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8)
 
 
 def assert_bitwise_equal(a, b, what=""):

@@ -84,11 +84,14 @@ class RGLRU(nn.Module):
         """The layer holding the RG-LRU of a Hugging Face transformers RecurrentGemma state dict.
 
         ``prefix`` selects one layer of a whole model, e.g. ``"model.layers.0.temporal_block.rg_lru."``; width and
-        heads come from the tensors' shapes. ``load_state_dict`` on an existing layer accepts transformers' names
-        as well (the values need no change: see hawk_torch/_checkpoints.py)."""
+        heads come from the tensors' shapes. The layer is made on ``device``, else on the device the state dict's
+        tensors are on (a CUDA state dict gives a layer ready to run). ``load_state_dict`` on an existing layer
+        accepts transformers' names as well (the values need no change: see hawk_torch/_checkpoints.py)."""
         width, num_heads = _checkpoints.transformers_layer_shape(state_dict, prefix)
-        layer = cls(width, num_heads, device=device, dtype=dtype)
         own = {name[len(prefix):]: value for name, value in state_dict.items() if name.startswith(prefix)}
+        if device is None:
+            device = next((value.device for value in own.values() if isinstance(value, Tensor)), None)
+        layer = cls(width, num_heads, device=device, dtype=dtype)
         layer.load_state_dict(_checkpoints.rename_transformers_keys(own))
         return layer
 
