@@ -538,17 +538,11 @@ def test_library_version_and_workspace_queries():
     assert lib.hawk_jax_version().decode() == hawk_jax.__version__
     assert lib.hawk_jax_rglru_time_chunk() == 64
     forward = lib.hawk_jax_rglru_forward_workspace_bytes
-    # (N, T, W, S, packed, state_index, validate): the chunked forward's chain (a ticket counter, then an 8-byte
-    # carry word and a 4-byte decay carry per channel of each of T / 128 + N chunk slots, each region rounded to
-    # 256 bytes; include/hawk/rglru/block/chained_carry.cuh), after the device checks' words when they run.
-    def chain(n, t, w):
-        rows = t // 128 + n
-        return 256 + -(-rows * w * 8 // 256) * 256 + -(-rows * w * 4 // 256) * 256
-
-    assert forward(4, 4096, 1024, 4, 0, 0, 1) == chain(4, 4096, 1024)
-    assert forward(4, 4096, 1024, 4, 1, 0, 0) == chain(4, 4096, 1024)
-    assert forward(4, 4096, 1024, 4, 1, 0, 1) == 256 + chain(4, 4096, 1024)        # the check word
-    assert forward(4, 4, 1024, 100, 0, 1, 1) == 256 + 256 + chain(4, 4, 1024)     # and a claim table of 100 bits
+    # (N, T, W, S, packed, state_index, validate): only device checks take forward workspace.
+    assert forward(4, 4096, 1024, 4, 0, 0, 1) == 0
+    assert forward(4, 4096, 1024, 4, 1, 0, 0) == 0
+    assert forward(4, 4096, 1024, 4, 1, 0, 1) == 256               # the check word
+    assert forward(4, 4, 1024, 100, 0, 1, 1) == 256 + 256          # and a claim table of ceil(100 / 32) words
     backward = lib.hawk_jax_rglru_backward_workspace_bytes
     # (N, T, W, H, fused, packed, validate): fused mode keeps fp32 dgx, dga and the direct dx, [T, W] each.
     fused = backward(2, 2048, 1024, 4, 1, 0, 1)
