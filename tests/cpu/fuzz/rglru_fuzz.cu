@@ -140,14 +140,15 @@ EntryPoint<ForwardCtx> forward_entry() {
   e.probe = [](const ForwardCtx& c, Findings& f) {
     const Status s = Op::can_implement(c.a);
     const std::size_t bytes = Op::workspace_size(c.a);
-    // The default dispatch runs the chunked counterpart of this configuration: its workspace is the dispatch's.
-    using Chunked = hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Config>::type>;
-    if (Chunked::workspace_size(c.a) != hawk::rglru::forward_workspace_size(c.a))
-      f.add("ChunkedForward::workspace_size " + std::to_string(Chunked::workspace_size(c.a)) +
-            " differs from forward_workspace_size " + std::to_string(hawk::rglru::forward_workspace_size(c.a)));
-    if (bytes > hawk::rglru::forward_workspace_size(c.a))
-      f.add("Forward::workspace_size " + std::to_string(bytes) + " exceeds forward_workspace_size " +
+    // The default dispatch runs this configuration: its workspace is the dispatch's. The chunked counterpart
+    // (ChunkedForward) needs the same device-check bytes and its carries after them.
+    if (bytes != hawk::rglru::forward_workspace_size(c.a))
+      f.add("Forward::workspace_size " + std::to_string(bytes) + " differs from forward_workspace_size " +
             std::to_string(hawk::rglru::forward_workspace_size(c.a)));
+    using Chunked = hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Config>::type>;
+    if (Chunked::workspace_size(c.a) < bytes)
+      f.add("ChunkedForward::workspace_size " + std::to_string(Chunked::workspace_size(c.a)) +
+            " is below Forward::workspace_size " + std::to_string(bytes));
     if (dispatch_picks<Config>(c.a)) f.expect_same_code("forward_can_implement", s, hawk::rglru::forward_can_implement(c.a));
     if (host_refused(s)) f.expect_same_code("Forward::run", s, Op::run(c.a, fake_workspace(), bytes, nullptr));
     return s;
