@@ -194,34 +194,59 @@ def distribution_version(name):
         return None
 
 
+def import_without_package_init(module_name, packages, version=None):
+    """Imports module_name with the packages in `packages` (outermost first) stood in by empty package modules (the
+    outermost with __version__ = version), so that their __init__ files (which import far more than the module
+    needs) do not run."""
+    top = importlib.util.find_spec(packages[0])  # finds the package without running its __init__
+    if top is None or not top.submodule_search_locations:
+        raise ImportError(f"no package {packages[0]}")
+    root = list(top.submodule_search_locations)[0]
+    saved = {name: sys.modules.get(name) for name in packages}
+    for name in packages:
+        package = types.ModuleType(name)
+        package.__path__ = [os.path.join(root, *name.split(".")[1:])]
+        if name == packages[0] and version is not None:
+            package.__version__ = version
+        sys.modules[name] = package
+    try:
+        return importlib.import_module(module_name)
+    except Exception:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        raise
+
+
 def load_recurrentgemma_layers():
-    """recurrentgemma.torch.layers. `import recurrentgemma.torch` first runs the package's __init__, which imports
-    its JAX side (flax, jax); where that fails, the torch layers module is loaded alone (it needs torch, einops and
-    jaxtyping), with the two parent packages stood in by empty package modules."""
+    """(recurrentgemma.torch.layers, how it was loaded). `import recurrentgemma.torch` first runs the package's
+    __init__, which imports its JAX side (flax, jax); where that fails, the torch layers module is loaded alone (it
+    needs torch, einops and jaxtyping)."""
     try:
         from recurrentgemma.torch import layers
         return layers, "recurrentgemma.torch"
     except ImportError as error:
         first_error = error
-    spec = importlib.util.find_spec("recurrentgemma")  # finds the package without running its __init__
-    if spec is None or not spec.submodule_search_locations:
-        raise first_error
-    root = list(spec.submodule_search_locations)[0]
-    saved = {k: sys.modules.get(k) for k in ("recurrentgemma", "recurrentgemma.torch")}
-    for name, path in (("recurrentgemma", root), ("recurrentgemma.torch", os.path.join(root, "torch"))):
-        package = types.ModuleType(name)
-        package.__path__ = [path]
-        sys.modules[name] = package
     try:
-        layers = importlib.import_module("recurrentgemma.torch.layers")
+        layers = import_without_package_init("recurrentgemma.torch.layers", ["recurrentgemma", "recurrentgemma.torch"])
+    except Exception as error:  # noqa: BLE001
+        raise ImportError(f"{first_error}; and alone: {short_reason(error)}") from error
+    return layers, f"recurrentgemma.torch.layers alone (the package's __init__ failed: {short_reason(first_error)})"
+
+
+def load_fla_hgrn():
+    """fla.ops.hgrn. `import fla` also imports FLA's layers and models (transformers); where that fails, fla.ops is
+    loaded without fla's own __init__."""
+    try:
+        return importlib.import_module("fla.ops.hgrn")
     except ImportError as error:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-        raise ImportError(f"{first_error}; and alone: {error}") from error
-    return layers, f"recurrentgemma.torch.layers alone (the package's __init__ failed: {first_error})"
+        first_error = error
+    try:
+        return import_without_package_init("fla.ops.hgrn", ["fla"], distribution_version("fla-core") or "0")
+    except Exception as error:  # noqa: BLE001
+        raise ImportError(f"{first_error}; and without fla's __init__: {short_reason(error)}") from error
 
 
 class Peers:
@@ -242,6 +267,7 @@ class Peers:
     def _load(self, dry_run):
         if dry_run:  # the peers' own pure-PyTorch references stand in for their GPU kernels, same conventions
             def fla_naive():
+                load_fla_hgrn()
                 from fla.ops.hgrn.naive import naive_recurrent_hgrn
                 return lambda u, g: naive_recurrent_hgrn(u, g)[0]
 
@@ -254,11 +280,11 @@ class Peers:
             self._try("accelerated_scan_triton", accelerated_ref, "accelerated-scan")
         else:
             def fla_chunk():
-                from fla.ops.hgrn import chunk_hgrn
+                chunk_hgrn = load_fla_hgrn().chunk_hgrn
                 return lambda u, g: chunk_hgrn(u, g)[0]
 
             def fla_fused():
-                from fla.ops.hgrn import fused_recurrent_hgrn
+                fused_recurrent_hgrn = load_fla_hgrn().fused_recurrent_hgrn
                 return lambda u, g: fused_recurrent_hgrn(u, g)[0]
 
             def accelerated_triton():
@@ -421,7 +447,7 @@ def time_graph(steps, budget_s: float, max_reps: int) -> dict:
         for step in steps:
             graphs.append(capture_graph(step))
     except Exception as error:  # noqa: BLE001 - a capture that fails is a result, not a crash
-        del graphs
+        graphs.clear()
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
         free_memory()
@@ -429,7 +455,7 @@ def time_graph(steps, budget_s: float, max_reps: int) -> dict:
     try:
         return time_calls([graph.replay for graph, _ in graphs], budget_s, max_reps)
     finally:
-        del graphs
+        graphs.clear()
         free_memory()
 
 
@@ -586,7 +612,6 @@ class Bench:
         long_sequence = L >= a.long_len
         budget = a.budget / 2 if long_sequence else a.budget
         max_reps = min(a.reps, a.long_reps) if long_sequence else a.reps
-        run_forward = True
         run_backward = True
         if impl == "recurrentgemma":
             row["loaded_as"] = self.peers.notes.get("recurrentgemma")

@@ -4,7 +4,10 @@
 #   GPU 0: the whole ctest suite, then every benchmark (bench/run-on-gpu.sh --skip-tests);
 #   GPU 1: the PyTorch wheel built and installed into a fresh environment, the whole pytest suite against it
 #          (examples/torch/run_wheel_check_on_gpu.sh) and its host cost (bench/compare_torch.py --host-cost-only,
-#          then --profile with HAWK_PROFILE=1), hawk_jax's tests with HAWK_JAX=1, then compute-sanitizer over the GPU suites until DEADLINE seconds after the
+#          then --profile with HAWK_PROFILE=1), with HAWK_PEERS=1 bench/compare_peers.py in that environment (the
+#          wheels of .gpu/wheels-peers installed there first; at most 240 s), hawk_jax's tests with HAWK_JAX=1 (the
+#          wheels of .gpu/wheels-jax installed into python3 first; then bench/compare_jax.py, at most 120 s),
+#          then compute-sanitizer over the GPU suites until DEADLINE seconds after the
 #          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
 #          HAWK_SANITIZE_FILTER, a regular expression the test case names must match); once GPU 0 has finished the
 #          benchmarks, the sanitizer's processes spread over both GPUs.
@@ -83,12 +86,32 @@ echo "1" > "$out/sanitize-gpus"
         --host-cost-only --profile > "$out/host_profile.log" 2>&1
       echo "profile rc $?" >> "$out/pytest.summary"
     fi
+    if [ "${HAWK_PEERS:-0}" = 1 ]; then  # hawk against FLA, accelerated-scan and recurrentgemma's torch layer
+      bash bench/install-carried-wheels.sh "$(cat "$out/wheel/venv-python")" .gpu/wheels-peers \
+        > "$out/compare_peers.log" 2>&1
+      limit=$(( $(left) - 60 )); [ "$limit" -gt 240 ] && limit=240
+      if [ "$limit" -ge 60 ]; then
+        t0=$(date +%s)
+        HAWK_TORCH_TEST_INSTALLED=1 timeout "$limit" "$(cat "$out/wheel/venv-python")" bench/compare_peers.py \
+          --json "$out/compare_peers.json" --deadline $(( limit - 20 )) >> "$out/compare_peers.log" 2>&1
+        echo "compare_peers rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
+      else
+        echo "compare_peers skipped: $(left) s left before the deadline" >> "$out/pytest.summary"
+      fi
+    fi
   fi
   if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then  # hawk_jax: build, CPU and GPU tests
+    bash bench/install-carried-wheels.sh "${PYTHON:-python3}" .gpu/wheels-jax > "$out/jax-wheels.log" 2>&1
     t0=$(date +%s)
     timeout $(( $(left) - 150 )) bash examples/jax/run_tests_on_gpu.sh "$out/jax" tests > "$out/jax.log" 2>&1
     echo "jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
     grep -E "passed|failed|error" "$out/jax.log" | tail -n 4 >> "$out/pytest.summary"
+    if [ ! -s "$out/jax/compare_jax.json" ] && [ -f build-jax/libhawk_jax_ffi.so ]; then  # "tests" did not run it
+      t0=$(date +%s)
+      HAWK_JAX_LIBRARY="$here/build-jax/libhawk_jax_ffi.so" timeout 120 "${PYTHON:-python3}" bench/compare_jax.py \
+        --json "$out/compare_jax.json" > "$out/compare_jax.log" 2>&1
+      echo "compare_jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
+    fi
   fi
   exes=$(ls build-gpu/tests/gpu/*/hawk_gpu_* build-gpu/tests/hawk_gpu_* 2>/dev/null)
   if [ -n "${HAWK_SANITIZE_SUITES:-}" ]; then
