@@ -56,6 +56,7 @@ import math
 import os
 import pathlib
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -971,6 +972,9 @@ def main(argv=None):
         print("compare_peers.py needs a CUDA GPU (--dry-run checks the CPU-side parts)", file=sys.stderr)
         return 2
     report["gpu"] = torch.cuda.get_device_name()
+    # `timeout` sends SIGTERM: exit through the finally clauses (the warp build's child process is stopped; the
+    # JSON already holds every finished row)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(124))
     peers = Peers(dry_run=False)
     if args.warp == "auto" and "accelerated_scan_warp" in impls:
         log = pathlib.Path(args.json).with_suffix(".warp-build.log") if args.json else pathlib.Path(
