@@ -129,6 +129,14 @@ class Backward {
     return carver.bytes();
   }
 
+  //! kArbitrary keeps its layout detection (detail::LayoutDetection) at this byte offset of the workspace, in
+  //! the bytes reserved after the check word (kDeviceCheckBytes), so that one memset clears both. After a
+  //! kArbitrary call, `verdict.rows_per_group` there says which path ran (S: uniform; 0: chunk table); the tests
+  //! read it.
+  static constexpr std::size_t kDetectionOffset = 64;
+  static constexpr std::size_t kClearedBytes = kDetectionOffset + sizeof(detail::LayoutDetection);
+  static_assert(kClearedBytes <= kDeviceCheckBytes, "the layout detection must fit the check word's reserved bytes");
+
   //! True when run() takes the 16-byte vector path for these arguments.
   static bool uses_vector_path(const BackwardArguments& args) {
     return args.shape.dim % kVec == 0 && vector_aligned(args);
@@ -169,11 +177,7 @@ class Backward {
     float* partials = nullptr;
   };
 
-  //! kArbitrary keeps its layout detection in the bytes reserved after the check word (kDeviceCheckBytes), so
-  //! that one memset clears both.
-  static constexpr std::size_t kDetectionOffset = 64;
-  static constexpr std::size_t kClearedBytes = kDetectionOffset + sizeof(detail::LayoutDetection);
-  static_assert(kClearedBytes <= kDeviceCheckBytes, "the layout detection must fit the check word's reserved bytes");
+
 
   static bool dgate_is_float(const BackwardArguments& args) {
     return args.dgate_type == DgateType::kFloat32 || ElementTraits<Gate>::kDType == DType::kFloat32;
