@@ -483,14 +483,16 @@ HOST_COST_TARGETS = dict(
 
 def profile_host(calls_per_step: int, trace_dir):
     """Prints, per call, the operations with the most self CPU time under torch.profiler for the host-cost
-    steps at the seed shape (RG-LRU fused and gate-logits) and the gate-residual default call."""
+    steps at the seed shape (RG-LRU fused and gate-logits) and the gate-residual default call, next to the
+    gate-residual uniform layout (the call the default is measured against)."""
     from torch.profiler import ProfilerActivity, profile
 
     B, L, W, H = HOST_COST_RGLRU_SHAPES[0]
     N, D, S = HOST_COST_GATE_RESIDUAL
     cases = [(f"rglru fused fwd+bwd {B}x{L}x{W}, H={H}", lambda: rglru_steps(B, L, W, H, "fused")[0]),
              (f"rglru gate-logits fwd+bwd {B}x{L}x{W}", lambda: rglru_steps(B, L, W, H, "gate_logits")[0]),
-             (f"gate_residual default call fwd+bwd N={N}, D={D}", lambda: gate_residual_steps(N, D, S, True)[0])]
+             (f"gate_residual default call fwd+bwd N={N}, D={D}", lambda: gate_residual_steps(N, D, S, True)[0]),
+             (f"gate_residual uniform layout fwd+bwd N={N}, D={D}", lambda: gate_residual_steps(N, D, S, False)[0])]
     for title, make in cases:
         steps = make()
         for k in range(10):  # warm-up: lazy loading, allocator, autograd engine thread

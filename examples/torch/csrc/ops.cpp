@@ -11,10 +11,10 @@
 //! Host cost. An eager call runs no Python past its entry point's checks: autograd is C++ (below), and the
 //! backward runs on the autograd engine's thread without the GIL. Here: no synchronisation outside sync mode, no
 //! per-call device query, and no allocation that is neither returned nor workspace (a call without device checks
-//! allocates no workspace). What remains inside the library (include/, not changed here): can_implement's
-//! cudaGetDevice + cudaDeviceGetAttribute (shared memory opt-in) and a cudaFuncSetAttribute before each kernel
-//! that needs more than 48 KB of shared memory, runtime calls that do no device work (the --profile mode of
-//! bench/compare_torch.py lists them with their CPU time).
+//! allocates no workspace). Inside the library (core/launch_attributes.hpp) the device's shared-memory opt-in
+//! limit is asked once per device and cudaFuncSetAttribute runs once per (kernel, device); what remains per
+//! call is a cudaGetDevice (a thread-local read) and the launches themselves (the --profile mode of
+//! bench/compare_torch.py lists the host's time by operation).
 //!
 //! Device checks (hawk/core/device_checks.cuh: cu_seqlens, state_index, idx and idx's declared layout live on
 //! the device) never synchronise here. Every validating call passes the device's sticky report word

@@ -74,13 +74,15 @@ def _fail(where: str, message: str, kind=ValueError):
     raise kind(f"{where}: {message}")
 
 
-def _check_tensor(where: str, name: str, t, device: Optional[torch.device] = None, contiguous: bool = True):
+def _check_tensor(where: str, name: str, t, device: Optional[int] = None, contiguous: bool = True):
+    """``device``: the CUDA index of x (``x.get_device()``): an int comparison, where ``t.device`` would build a
+    torch.device object per check (per-call host cost)."""
     if not isinstance(t, Tensor):
         _fail(where, f"{name} must be a torch.Tensor, got {type(t).__name__}", TypeError)
     if not t.is_cuda:  # a property read; t.device would build a torch.device per check
         _fail(where, f"{name} must be on a CUDA device, got {t.device}")
-    if device is not None and t.device != device:
-        _fail(where, f"{name} is on {t.device} but x is on {device}")
+    if device is not None and t.get_device() != device:
+        _fail(where, f"{name} is on {t.device} but x is on cuda:{device}")
     if contiguous and not t.is_contiguous():
         _fail(where, f"{name} must be contiguous (call .contiguous() on it)")
 
@@ -128,7 +130,7 @@ def _problem(where: str, x: Tensor, cu_seqlens: Optional[Tensor]) -> Tuple[int, 
     else:
         if x.dim() != 2:
             _fail(where, f"with cu_seqlens, x must be packed [T, W], got shape {list(x.shape)}")
-        _check_tensor(where, "cu_seqlens", cu_seqlens, x.device)
+        _check_tensor(where, "cu_seqlens", cu_seqlens, x.get_device())
         if cu_seqlens.dtype != torch.int32:
             _fail(where, f"cu_seqlens must be int32 (as flash-attention's), got {cu_seqlens.dtype}; use .int()",
                   TypeError)
@@ -154,7 +156,7 @@ def _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga):
         for name, t in (("Wx", Wx), ("bx", bx), ("Wa", Wa), ("ba", ba)):
             if t is None:
                 _fail(where, f"fused mode needs Wx, bx, Wa and ba; {name} is missing")
-            _check_tensor(where, name, t, x.device, contiguous=False)
+            _check_tensor(where, name, t, x.get_device(), contiguous=False)
             if not t.is_floating_point():
                 _fail(where, f"{name} must be floating point, got {t.dtype}", TypeError)
         if Wx.dim() != 3 or Wx.shape[1] != Wx.shape[2]:
@@ -174,7 +176,7 @@ def _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga):
     for name, t in (("gx", gx), ("ga", ga)):
         if t is None:
             _fail(where, f"gate-logits mode needs gx and ga; {name} is missing")
-        _check_tensor(where, name, t, x.device)
+        _check_tensor(where, name, t, x.get_device())
         if t.dtype != x.dtype:
             _fail(where, f"{name} must have x's dtype {x.dtype}, got {t.dtype}", TypeError)
         _check_shape(where, name, t, x.shape)
@@ -182,7 +184,7 @@ def _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga):
 
 
 def _check_a_param(where, a_param, x, width) -> Tensor:
-    _check_tensor(where, "a_param", a_param, x.device, contiguous=False)
+    _check_tensor(where, "a_param", a_param, x.get_device(), contiguous=False)
     if not a_param.is_floating_point():
         _fail(where, f"a_param must be floating point, got {a_param.dtype}", TypeError)
     if a_param.numel() != width or a_param.dim() != 1:
@@ -191,7 +193,7 @@ def _check_a_param(where, a_param, x, width) -> Tensor:
 
 
 def _check_reset_flags(where, reset: Tensor, x: Tensor, cu_seqlens, num_tokens) -> Tensor:
-    _check_tensor(where, "reset", reset, x.device)
+    _check_tensor(where, "reset", reset, x.get_device())
     if reset.dtype not in (torch.bool, torch.uint8):
         _fail(where, f"reset must be bool or uint8 (nonzero = the token starts a document), got {reset.dtype}",
               TypeError)
@@ -392,7 +394,7 @@ def rglru(
     a_param = _check_a_param(where, a_param, x, width)
     reset_mode, flags = _reset_mode(where, reset, h0, x, cu_seqlens, t)
     if h0 is not None:
-        _check_tensor(where, "h0", h0, x.device, contiguous=False)
+        _check_tensor(where, "h0", h0, x.get_device(), contiguous=False)
         _check_shape(where, "h0", h0, (n, width))
         h0 = _as_float32(h0)
     args = (x, Wx, bx, Wa, ba, gx, ga, a_param, flags, h0, cu_seqlens, num_blocks, reset_mode)
@@ -441,13 +443,13 @@ def rglru_decode_(
     n, t, width = _problem(where, x, cu_seqlens)
     num_blocks, Wx, bx, Wa, ba, gx, ga = _gate_operands(where, x, width, Wx, bx, Wa, ba, gx, ga)
     a_param = _check_a_param(where, a_param, x, width)
-    _check_tensor(where, "state", state, x.device)
+    _check_tensor(where, "state", state, x.get_device())
     if state.dtype != torch.float32:
         _fail(where, f"state must be float32 (it is updated in place), got {state.dtype}", TypeError)
     if state.dim() != 2 or state.shape[1] != width:
         _fail(where, f"state must be a pool [S, W] with W = {width}, got {list(state.shape)}")
     if state_index is not None:
-        _check_tensor(where, "state_index", state_index, x.device)
+        _check_tensor(where, "state_index", state_index, x.get_device())
         if state_index.dtype != torch.int32:
             _fail(where, f"state_index must be int32, got {state_index.dtype}", TypeError)
         _check_shape(where, "state_index", state_index, (n,))
@@ -490,9 +492,9 @@ def gate_residual(
     """
     where = "hawk_torch.gate_residual"
     _check_tensor(where, "residual", residual)
-    _check_tensor(where, "y", y, residual.device)
-    _check_tensor(where, "gate", gate, residual.device)
-    _check_tensor(where, "idx", idx, residual.device)
+    _check_tensor(where, "y", y, residual.get_device())
+    _check_tensor(where, "gate", gate, residual.get_device())
+    _check_tensor(where, "idx", idx, residual.get_device())
     _check_element_dtype(where, "residual", residual)
     if y.dtype != residual.dtype:
         _fail(where, f"y must have residual's dtype {residual.dtype}, got {y.dtype}", TypeError)

@@ -43,14 +43,17 @@ struct UniformChunks {
   std::int64_t chunks_per_group;  //!< C
   std::int64_t used_groups;       //!< ceil(N / S)
 
-  static UniformChunks make(std::int64_t num_rows, std::int64_t rows_per_group) {
-    const std::int64_t span = std::min(rows_per_group, num_rows);
+  HAWK_HOST_DEVICE static UniformChunks make(std::int64_t num_rows, std::int64_t rows_per_group) {
+    const std::int64_t span = min_i64(rows_per_group, num_rows);
     return UniformChunks{num_rows, rows_per_group, (span + kChunkRows - 1) / kChunkRows,
                          num_rows / rows_per_group + (num_rows % rows_per_group != 0 ? 1 : 0)};
   }
-  std::int64_t chunk_ids() const { return used_groups * chunks_per_group; }
+  //! Every map has one: false when the path it belongs to was not chosen for this call (DetectedUniformChunks,
+  //! TableChunks under kArbitrary); the kernels then return at once. Always true here.
+  HAWK_HOST_DEVICE constexpr bool active() const { return true; }
+  HAWK_HOST_DEVICE std::int64_t chunk_ids() const { return used_groups * chunks_per_group; }
   //! Rows of the partial-sum buffer: one per chunk id when groups have several chunks, none otherwise.
-  std::int64_t partial_rows() const { return chunks_per_group > 1 ? chunk_ids() : 0; }
+  HAWK_HOST_DEVICE std::int64_t partial_rows() const { return chunks_per_group > 1 ? chunk_ids() : 0; }
 
   HAWK_DEVICE bool chunk(std::int64_t k, ChunkSpan& span) const {
     // Chunk ids and C are below 2^31 (N < 2^31): 32-bit division, far cheaper than 64-bit.
@@ -77,6 +80,73 @@ struct UniformChunks {
   }
 };
 
+// ---- kArbitrary, decided on the device: uniform after all? ------------------------------------------------
+
+//! What the layout detection of a kArbitrary backward (kernels/layout_detection_kernel.cuh) found, written by its
+//! last CTA: rows_per_group = S when idx[r] == r / S for every row (then the uniform path runs with
+//! chunks_per_group and used_groups as UniformChunks::make(N, S) computes them), 0 otherwise (the chunk table
+//! runs). One 16-byte word, read with one load.
+struct alignas(16) UniformVerdict {
+  std::uint32_t rows_per_group;
+  std::uint32_t chunks_per_group;
+  std::uint32_t used_groups;
+  std::uint32_t unused;
+};
+
+//! The detection's running state (zeroed by the call with its check word), then the verdict.
+struct LayoutDetection {
+  std::uint32_t not_uniform;       //!< nonzero: some row breaks idx[r] == r / S whatever S is
+  std::uint32_t inv_min_period;    //!< ~(smallest r / idx[r] over the run starts r > 0), 0 when none
+  std::uint32_t max_period;        //!< largest r / idx[r] over the run starts r > 0, 0 when none
+  std::uint32_t last_key;          //!< idx[N - 1]
+  std::uint32_t blocks_done;       //!< CTAs of the detection that have finished (the last one decides)
+  std::uint32_t pad[3];
+  UniformVerdict verdict;
+};
+
+//! Bounds the host sizes the uniform path with when S is only known on the device. S <= R: one chunk per group,
+//! ceil(N / S) <= min(G, N) chunk ids (every idx is below G), no partial sums. S > R (so 1 <= N / S and
+//! S / R > 1): ceil(N / S) · ceil(S / R) < N/S · S/R + N/S + S/R + 1 <= 2 · N/R + 2, so at most
+//! 2 · ceil(N / R) + 1 chunk ids, each its own partial row. The detection refuses an S beyond them anyway.
+struct DetectedUniformBounds {
+  std::int64_t chunk_ids;
+  std::int64_t partial_rows;
+};
+
+inline DetectedUniformBounds detected_uniform_bounds(std::int64_t num_rows, std::int64_t num_gate_rows,
+                                                     int chunk_rows) {
+  const std::int64_t multi = 2 * ((num_rows + chunk_rows - 1) / chunk_rows) + 1;
+  const std::int64_t single = min_i64(num_gate_rows, num_rows);
+  return DetectedUniformBounds{single > multi ? single : multi, multi};
+}
+
+//! UniformChunks with S read from the detection's verdict on the device; inactive (every chunk and group
+//! skipped) when the verdict is 0. Launched over DetectedUniformBounds::chunk_ids chunk ids.
+template <int kChunkRows>
+struct DetectedUniformChunks {
+  const UniformVerdict* verdict;
+  std::int64_t num_rows;
+
+  HAWK_DEVICE UniformVerdict load() const { return *verdict; }
+  HAWK_DEVICE bool active() const { return load().rows_per_group != 0u; }
+  HAWK_DEVICE UniformChunks<kChunkRows> uniform(const UniformVerdict& v) const {
+    return UniformChunks<kChunkRows>{num_rows, static_cast<std::int64_t>(v.rows_per_group),
+                                     static_cast<std::int64_t>(v.chunks_per_group),
+                                     static_cast<std::int64_t>(v.used_groups)};
+  }
+  HAWK_DEVICE bool chunk(std::int64_t k, ChunkSpan& span) const {
+    const UniformVerdict v = load();
+    if (v.rows_per_group == 0u) return false;
+    return uniform(v).chunk(k, span);
+  }
+  HAWK_DEVICE std::int64_t row(std::int64_t position) const { return position; }
+  HAWK_DEVICE GroupChunks group(std::int64_t g) const {
+    const UniformVerdict v = load();
+    if (v.rows_per_group == 0u) return GroupChunks{GroupChunks::kInconsistent, 0, 0};
+    return uniform(v).group(g);
+  }
+};
+
 // ---- chunk tables (kContiguousSegments, kArbitrary) ----------------------------------------------------
 
 //! A chunk-head mark packs two counters for one inclusive scan: bit 0 "a chunk starts here", bit 32 "and it
@@ -98,7 +168,11 @@ struct TableChunks {
   std::int64_t num_rows;
   std::int64_t chunk_bound;             //!< entries of the chunk table (TableBounds::chunks)
   std::int64_t partial_rows;            //!< rows of the partial-sum buffer (TableBounds::partial_rows)
+  //! kArbitrary: the layout detection's verdict; the table is then read only when it is 0 (not uniform). Null:
+  //! always read (kContiguousSegments).
+  const UniformVerdict* skip_if_uniform = nullptr;
 
+  HAWK_DEVICE bool active() const { return skip_if_uniform == nullptr || skip_if_uniform->rows_per_group == 0u; }
   //! Chunks in the table: the device count, clamped to the entries the table has.
   HAWK_DEVICE std::int64_t num_chunks() const {
     return min_i64(static_cast<std::int64_t>(static_cast<std::uint32_t>(mark_counts[num_rows - 1])), chunk_bound);

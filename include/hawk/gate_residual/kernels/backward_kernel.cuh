@@ -60,6 +60,7 @@ __global__ void __launch_bounds__(Tile::kThreads)
   constexpr int kVec = ElementTraits<Element>::kVecSize;
   constexpr int kAhead = Tile::kRowsInFlight;
   if (device_checks_failed(params.checks)) return;
+  if (!chunks.active()) return;  // kArbitrary: the other path was chosen on the device
   const std::uint64_t task = static_cast<std::uint64_t>(blockIdx.x) * Tile::kThreads + threadIdx.x;
   if (task >= params.total_tasks) return;
   const RowAndVector at = split_flat_index(task, params.vectors_per_row);

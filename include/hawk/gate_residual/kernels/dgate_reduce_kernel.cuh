@@ -58,6 +58,38 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
+//! The same reduction, one CTA per group at a time (grid-stride over groups, threads over columns): for a call
+//! whose map is decided on the device (kArbitrary), so that a map that turns out inactive, or a problem whose
+//! groups all have one chunk, costs a few scalar steps per group instead of a thread per element. Each column
+//! is summed exactly as dgate_reduce_kernel sums it (the same order, the same single rounding): the same bits.
+//! Groups [params.group_begin, num_groups); `params.total` is not read.
+constexpr unsigned kReduceGroupsMaxBlocks = 2048;
+
+template <class Gate, class GroupMap>
+__global__ void __launch_bounds__(kReduceThreads)
+    dgate_reduce_groups_kernel(const DgateReduceParams params, const GroupMap groups, std::int64_t num_groups) {
+  if (device_checks_failed(params.checks)) return;
+  if (!groups.active()) return;
+  for (std::int64_t g = params.group_begin + blockIdx.x; g < num_groups; g += gridDim.x) {
+    const GroupChunks chunks = groups.group(g);
+    if (chunks.kind == GroupChunks::kSingleChunk || chunks.kind == GroupChunks::kInconsistent) continue;
+    for (std::int64_t column = threadIdx.x; column < params.dim; column += kReduceThreads) {
+      float total = 0.0f;
+      if (chunks.kind == GroupChunks::kMultiChunk) {
+        const float* partial = params.partials + chunks.first_slot * params.dim + column;
+        total = partial[0];
+        for (std::int64_t j = 1; j < chunks.num_slots; ++j) total += partial[j * params.dim];
+      }
+      const std::int64_t offset = g * params.dim + column;
+      if (params.dgate_is_float) {
+        static_cast<float*>(params.dgate)[offset] = total;
+      } else {
+        static_cast<Gate*>(params.dgate)[offset] = from_float<Gate>(total);
+      }
+    }
+  }
+}
+
 }  // namespace detail
 }  // namespace gate_residual
 }  // namespace hawk

@@ -36,6 +36,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -52,6 +53,7 @@
 #include "hawk/gate_residual/kernels/backward_kernel.cuh"
 #include "hawk/gate_residual/kernels/dgate_reduce_kernel.cuh"
 #include "hawk/gate_residual/kernels/index_checks_kernels.cuh"
+#include "hawk/gate_residual/kernels/layout_detection_kernel.cuh"
 #include "hawk/gate_residual/operators/checks.hpp"
 #include "hawk/gate_residual/operators/chunk_table.cuh"
 
@@ -127,6 +129,14 @@ class Backward {
     return carver.bytes();
   }
 
+  //! kArbitrary keeps its layout detection (detail::LayoutDetection) at this byte offset of the workspace, in
+  //! the bytes reserved after the check word (kDeviceCheckBytes), so that one memset clears both. After a
+  //! kArbitrary call, `verdict.rows_per_group` there says which path ran (S: uniform; 0: chunk table); the tests
+  //! read it.
+  static constexpr std::size_t kDetectionOffset = 64;
+  static constexpr std::size_t kClearedBytes = kDetectionOffset + sizeof(detail::LayoutDetection);
+  static_assert(kClearedBytes <= kDeviceCheckBytes, "the layout detection must fit the check word's reserved bytes");
+
   //! True when run() takes the 16-byte vector path for these arguments.
   static bool uses_vector_path(const BackwardArguments& args) {
     return args.shape.dim % kVec == 0 && vector_aligned(args);
@@ -149,7 +159,12 @@ class Backward {
     WorkspaceCarver carver(workspace);
     Buffers buffers;
     HAWK_RETURN_IF_ERROR(carve(carver, args, buffers));
-    HAWK_RETURN_IF_ERROR(begin_device_checks(buffers.checks, stream));
+    if (buffers.detection != nullptr) {
+      // The check word and the layout detection in one memset (both must start at zero).
+      HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(buffers.checks, 0, kClearedBytes, stream));
+    } else {
+      HAWK_RETURN_IF_ERROR(begin_device_checks(buffers.checks, stream));
+    }
     HAWK_RETURN_IF_ERROR(launch_outputs(args, buffers, stream));
     return end_device_checks(buffers.checks, shape.wait_for_device_checks, shape.device_check_report, stream);
   }
@@ -157,9 +172,12 @@ class Backward {
  private:
   struct Buffers {
     unsigned* checks = nullptr;  //!< the check word, at offset 0
+    detail::LayoutDetection* detection = nullptr;  //!< kArbitrary: inside the check word's reserved bytes
     detail::ChunkTableBuffers table;
     float* partials = nullptr;
   };
+
+
 
   static bool dgate_is_float(const BackwardArguments& args) {
     return args.dgate_type == DgateType::kFloat32 || ElementTraits<Gate>::kDType == DType::kFloat32;
@@ -176,7 +194,10 @@ class Backward {
   static Status carve(WorkspaceCarver& carver, const BackwardArguments& args, Buffers& buffers) {
     const ProblemShape& shape = args.shape;
     // The check word first, at offset 0, so that hawk::read_device_checks(workspace) finds it.
-    buffers.checks = reinterpret_cast<unsigned*>(carver.take<unsigned char>(kDeviceCheckBytes));
+    unsigned char* reserved = carver.take<unsigned char>(kDeviceCheckBytes);
+    buffers.checks = reinterpret_cast<unsigned*>(reserved);
+    if (reserved != nullptr && args.layout == IndexLayout::kArbitrary)
+      buffers.detection = reinterpret_cast<detail::LayoutDetection*>(reserved + kDetectionOffset);
     std::int64_t partial_rows = 0;
     if (args.layout == IndexLayout::kUniform) {
       partial_rows = detail::UniformChunks<kChunkRows>::make(shape.num_rows, args.rows_per_group).partial_rows();
@@ -184,6 +205,12 @@ class Backward {
       HAWK_RETURN_IF_ERROR(detail::ChunkTableBuffers::carve(carver, args.layout, shape.num_rows, shape.num_gate_rows,
                                                             kChunkRows, buffers.table));
       partial_rows = detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows;
+      if (args.layout == IndexLayout::kArbitrary) {
+        // Either path may run (decided on the device): partial rows for the larger of the two.
+        const std::int64_t uniform_rows =
+            detail::detected_uniform_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows;
+        partial_rows = uniform_rows > partial_rows ? uniform_rows : partial_rows;
+      }
     }
     buffers.partials = carver.take<float>(static_cast<std::size_t>(partial_rows * shape.dim));
     return Status::success();
@@ -209,12 +236,64 @@ class Backward {
       return launch_reduce(args, buffers, chunks, begin, stream);
     }
 
+    if (args.layout == IndexLayout::kArbitrary) return launch_arbitrary(args, buffers, stream);
+
     detail::TableChunks table{};
     HAWK_RETURN_IF_ERROR((detail::build_chunk_table<Index, kChunkRows>(
         idx, shape.num_rows, shape.num_gate_rows, args.layout, buffers.table, buffers.checks, stream, table)));
     HAWK_RETURN_IF_ERROR(copy_dresidual(args, buffers.checks, stream));
     HAWK_RETURN_IF_ERROR(launch_rows(args, buffers, table, table.chunk_bound, stream));
     return launch_reduce(args, buffers, table, 0, stream);
+  }
+
+  //! kArbitrary, decided on the device without a host synchronisation (kernels/layout_detection_kernel.cuh): a
+  //! pass over idx finds whether idx[r] == r / S for some S. Then the uniform path's kernels run with that S and
+  //! the chunk table's consumers return at once; otherwise the reverse. Both paths give the same bits (the
+  //! reduction contract), so this is kArbitrary's old result, as fast as kUniform when idx is uniform. (The
+  //! table is still built, and CUB's sort and scan still run, whatever the verdict: their launches cannot wait
+  //! for a device-side decision. Their kernels are small next to the row kernel's.)
+  static Status launch_arbitrary(const BackwardArguments& args, const Buffers& buffers, cudaStream_t stream) {
+    const ProblemShape& shape = args.shape;
+    const Index* idx = static_cast<const Index*>(args.idx);
+    const detail::DetectedUniformBounds bounds =
+        detail::detected_uniform_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows);
+    const std::int64_t partial_rows =
+        std::max(bounds.partial_rows, detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows);
+    detail::detect_uniform_layout_kernel<Index, kChunkRows>
+        <<<device_check_blocks(shape.num_rows), kDeviceCheckThreads, 0, stream>>>(
+            idx, shape.num_rows, shape.num_gate_rows, bounds.chunk_ids, partial_rows, buffers.detection,
+            buffers.checks);
+    HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::detect_uniform_layout_kernel"));
+    HAWK_RETURN_IF_ERROR(copy_dresidual(args, buffers.checks, stream));
+
+    // The uniform path (active when the verdict holds an S).
+    const detail::DetectedUniformChunks<kChunkRows> uniform{&buffers.detection->verdict, shape.num_rows};
+    HAWK_RETURN_IF_ERROR(launch_rows(args, buffers, uniform, bounds.chunk_ids, stream));
+    HAWK_RETURN_IF_ERROR(launch_reduce_groups(args, buffers, uniform, stream));
+
+    // The chunk table (active when the verdict is 0).
+    detail::TableChunks table{};
+    HAWK_RETURN_IF_ERROR((detail::build_chunk_table<Index, kChunkRows>(
+        idx, shape.num_rows, shape.num_gate_rows, args.layout, buffers.table, buffers.checks, stream, table)));
+    table.skip_if_uniform = &buffers.detection->verdict;
+    HAWK_RETURN_IF_ERROR(launch_rows(args, buffers, table, table.chunk_bound, stream));
+    return launch_reduce_groups(args, buffers, table, stream);
+  }
+
+  //! dgate_reduce_groups_kernel over every group: what a device-decided map needs (its single-chunk groups and
+  //! an inactive map cost nearly nothing there).
+  template <class GroupMap>
+  static Status launch_reduce_groups(const BackwardArguments& args, const Buffers& buffers, const GroupMap& groups,
+                                     cudaStream_t stream) {
+    const ProblemShape& shape = args.shape;
+    const detail::DgateReduceParams params{buffers.partials, args.dgate, dgate_is_float(args), buffers.checks,
+                                           shape.dim,        0,          0};
+    const std::int64_t wanted = shape.num_gate_rows;
+    const unsigned blocks = static_cast<unsigned>(
+        wanted < static_cast<std::int64_t>(detail::kReduceGroupsMaxBlocks) ? wanted : detail::kReduceGroupsMaxBlocks);
+    detail::dgate_reduce_groups_kernel<Gate, GroupMap>
+        <<<blocks, detail::kReduceThreads, 0, stream>>>(params, groups, shape.num_gate_rows);
+    return last_launch_status("gate_residual::dgate_reduce_groups_kernel");
   }
 
   //! dresidual = dout, when asked for a separate copy, by a kernel guarded like the others.

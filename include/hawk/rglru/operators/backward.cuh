@@ -54,6 +54,7 @@
 
 #include "hawk/core/cuda_status.hpp"
 #include "hawk/core/device_checks.cuh"
+#include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
@@ -195,8 +196,7 @@ class Backward {
     }
     {
       const auto kernel = backward_scan_kernel<Config>;
-      HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     static_cast<int>(Layout::kSharedBytes)));
+      HAWK_RETURN_IF_ERROR(KernelSharedMemory<Backward>::ensure(kernel, Layout::kSharedBytes));
       const auto ctas = static_cast<unsigned int>(s.num_sequences * scan.width_tiles);
       kernel<<<ctas, Config::kThreads, Layout::kSharedBytes, stream>>>(scan);
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_scan_kernel"));

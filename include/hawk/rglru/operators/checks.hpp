@@ -15,6 +15,7 @@
 #include "hawk/core/cuda_status.hpp"
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/element.cuh"
+#include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/core/tensor_bytes.hpp"
 #include "hawk/rglru/arguments.hpp"
@@ -326,12 +327,11 @@ inline Status check_forward_config(const ForwardArguments& args) {
   return Status::success();
 }
 
-//! Whether the current device offers `bytes` of shared memory per CTA: a host query, no device work.
+//! Whether the current device offers `bytes` of shared memory per CTA: a host query, no device work (the
+//! device's limit is asked once per device and remembered: core/launch_attributes.hpp).
 inline Status check_shared_memory(std::size_t bytes) {
-  int device = 0;
-  HAWK_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
   int max_shared = 0;
-  HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  HAWK_RETURN_IF_ERROR(device_max_shared_memory_optin(max_shared));
   HAWK_REQUIRE(bytes <= static_cast<std::size_t>(max_shared), StatusCode::kUnsupportedConfiguration,
                "the configuration needs " + std::to_string(bytes) +
                    " bytes of shared memory per CTA; this device offers " + std::to_string(max_shared));

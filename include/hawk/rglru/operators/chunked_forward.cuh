@@ -16,6 +16,7 @@
 
 #include "hawk/core/cuda_status.hpp"
 #include "hawk/core/device_checks.cuh"
+#include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
 #include "hawk/core/workspace.hpp"
@@ -75,8 +76,7 @@ class ChunkedForward {
     params.carry_words = reinterpret_cast<unsigned long long*>(base + chain.words_offset);
     params.carry_decay = reinterpret_cast<float*>(base + chain.decay_offset);
     const auto kernel = chunked_forward_kernel<Config>;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(Config::kSharedBytes)));
+    HAWK_RETURN_IF_ERROR(KernelSharedMemory<ChunkedForward>::ensure(kernel, Config::kSharedBytes));
     // Up to 2^31 - 1 CTAs along x, the rest along y; the kernel reads its work from its ticket.
     const std::int64_t rows = (params.tickets + INT32_MAX - 1) / INT32_MAX;
     const dim3 grid(static_cast<unsigned int>((params.tickets + rows - 1) / rows), static_cast<unsigned int>(rows));

@@ -14,6 +14,7 @@
 
 #include "hawk/core/cuda_status.hpp"
 #include "hawk/core/device_checks.cuh"
+#include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
@@ -65,8 +66,7 @@ class DecodeStep {
     const ForwardParams<Element> params = make_forward_params<Config>(args, checks);
     const auto kernel = decode_step_kernel<Config>;
     constexpr std::size_t kShared = DecodeStepLayout<Config>::kSharedBytes;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(kShared)));
+    HAWK_RETURN_IF_ERROR(KernelSharedMemory<DecodeStep>::ensure(kernel, kShared));
     const std::int64_t groups = (args.shape.num_sequences + Config::kTimeChunk - 1) / Config::kTimeChunk;
     const auto ctas = static_cast<unsigned int>(groups * params.width_tiles);
     kernel<<<ctas, Config::kProducerThreads, kShared, stream>>>(params, args.shape.num_sequences);

@@ -16,6 +16,7 @@
 
 #include "hawk/core/cuda_status.hpp"
 #include "hawk/core/device_checks.cuh"
+#include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
@@ -58,8 +59,7 @@ class Forward {
     HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
     const ForwardParams<Element> params = make_forward_params<Config>(args, checks);
     const auto kernel = forward_kernel<Config>;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(Config::kSharedBytes)));
+    HAWK_RETURN_IF_ERROR(KernelSharedMemory<Forward>::ensure(kernel, Config::kSharedBytes));
     const auto ctas = static_cast<unsigned int>(args.shape.num_sequences * params.width_tiles);
     kernel<<<ctas, Config::kKernelThreads, Config::kSharedBytes, stream>>>(params);
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::forward_kernel"));

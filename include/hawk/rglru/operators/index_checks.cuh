@@ -63,9 +63,13 @@ inline Status launch_device_checks(const ProblemShape& shape, const std::int32_t
   auto* base = static_cast<unsigned char*>(workspace);
   word = reinterpret_cast<unsigned int*>(base);
   unsigned int* claims = layout.claim_words > 0 ? reinterpret_cast<unsigned int*>(base + layout.claim_offset) : nullptr;
-  HAWK_RETURN_IF_ERROR(begin_device_checks(word, stream));
-  if (claims != nullptr)
-    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(claims, 0, layout.claim_words * sizeof(unsigned int), stream));
+  if (claims != nullptr) {
+    // The check word and the claim table in one memset (the bytes between them are reserved and unused).
+    HAWK_RETURN_IF_CUDA_ERROR(
+        cudaMemsetAsync(word, 0, layout.claim_offset + layout.claim_words * sizeof(unsigned int), stream));
+  } else {
+    HAWK_RETURN_IF_ERROR(begin_device_checks(word, stream));
+  }
   const std::int64_t items = shape.num_sequences + 1;
   constexpr int kThreads = kDeviceCheckThreads;
   const std::int64_t wanted = (items + kThreads - 1) / kThreads;

@@ -1,0 +1,97 @@
+#pragma once
+//! \file
+//! Per-call host cost of launching kernels with large shared memory: what every `run()` used to ask the CUDA
+//! runtime on every call, asked once per device (and per kernel) and remembered.
+//!
+//! - `device_max_shared_memory_optin(bytes)`: cudaDevAttrMaxSharedMemoryPerBlockOptin of the current device.
+//!   The attribute never changes for a device, so it is queried once per device ordinal.
+//! - `KernelSharedMemory<Tag>::ensure(kernel, bytes)`: cudaFuncSetAttribute(kernel,
+//!   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) once per (kernel, device). `Tag` names the kernel
+//!   instantiation (the operator class that launches it, or the kernel's configuration): one cache per
+//!   instantiation, so two kernels that share a C++ type never share an entry.
+//!
+//! Both are thread-safe without a lock: the cached values are atomics written after a successful runtime call,
+//! and a race only repeats an idempotent call. The current device is still asked on each call (cudaGetDevice
+//! reads the runtime's thread-local state; it does no driver round trip). Devices with an ordinal of
+//! kMaxCachedDevices or above are served uncached. A process that destroys a device's primary context
+//! (cudaDeviceReset) must not launch through hawk afterwards in that process: the per-kernel attribute would be
+//! remembered as set while the new context has it unset (the launch then fails with a clear CUDA error; it does
+//! not misbehave silently).
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstddef>
+
+#include "hawk/core/cuda_status.hpp"
+#include "hawk/core/status.hpp"
+
+namespace hawk {
+
+//! Device ordinals with a cache slot (the same bound as the PyTorch binding's report words).
+constexpr int kMaxCachedDevices = 64;
+
+namespace detail {
+
+//! One slot per device ordinal: 0 means "not known yet" (a zero-initialised static).
+struct PerDeviceInts {
+  std::atomic<int> value[kMaxCachedDevices];
+};
+
+inline PerDeviceInts& max_shared_optin_cache() {
+  static PerDeviceInts cache;  // zero-initialised (static storage); thread-safe initialisation (C++11)
+  return cache;
+}
+
+}  // namespace detail
+
+//! The current device's ordinal.
+inline Status current_device(int& device) {
+  HAWK_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
+  return Status::success();
+}
+
+//! The current device's opt-in shared memory per CTA (bytes), queried once per device.
+inline Status device_max_shared_memory_optin(int& bytes) {
+  int device = 0;
+  HAWK_RETURN_IF_ERROR(current_device(device));
+  const bool cached = device >= 0 && device < kMaxCachedDevices;
+  if (cached) {
+    bytes = detail::max_shared_optin_cache().value[device].load(std::memory_order_relaxed);
+    if (bytes > 0) return Status::success();
+  }
+  HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (cached && bytes > 0) detail::max_shared_optin_cache().value[device].store(bytes, std::memory_order_relaxed);
+  return Status::success();
+}
+
+//! Sets a kernel's dynamic shared memory limit once per device. `Tag`: a type unique to the kernel
+//! instantiation (see the file comment).
+template <class Tag>
+struct KernelSharedMemory {
+  //! cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) unless this process has
+  //! already set at least `bytes` for this kernel on the current device. Kernels of <= 48 KB need nothing.
+  template <class Kernel>
+  static Status ensure(Kernel kernel, std::size_t bytes) {
+    constexpr std::size_t kDefaultLimit = 48 * 1024;
+    if (bytes <= kDefaultLimit) return Status::success();
+    int device = 0;
+    HAWK_RETURN_IF_ERROR(current_device(device));
+    const bool cached = device >= 0 && device < kMaxCachedDevices;
+    const int wanted = static_cast<int>(bytes);
+    if (cached && cache().value[device].load(std::memory_order_acquire) >= wanted) return Status::success();
+    HAWK_RETURN_IF_CUDA_ERROR(
+        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             wanted));
+    if (cached) cache().value[device].store(wanted, std::memory_order_release);
+    return Status::success();
+  }
+
+ private:
+  static detail::PerDeviceInts& cache() {
+    static detail::PerDeviceInts slots;  // one per Tag: zero-initialised
+    return slots;
+  }
+};
+
+}  // namespace hawk
