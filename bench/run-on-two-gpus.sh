@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # One device call on a two-GPU machine (nvidia-h200-x2) that does what a kernel change needs, side by side:
 #   build (CMake, Release, every target) while the PyTorch extension builds;
-#   GPU 0: the whole ctest suite, then every benchmark (bench/run-on-gpu.sh --skip-tests);
+#   GPU 0: ctest's GPU suites and examples (the CPU tests too with HAWK_CPU_CTEST=1: CI runs them), every
+#          benchmark, then with HAWK_JAX=1 hawk_jax's tests (the wheels of .gpu/wheels-jax installed into python3
+#          first) and bench/compare_jax.py (at most 120 s);
 #   GPU 1: the PyTorch wheel built and installed into a fresh environment, the whole pytest suite against it
-#          (examples/torch/run_wheel_check_on_gpu.sh) and its host cost (bench/compare_torch.py --host-cost-only,
-#          then --profile with HAWK_PROFILE=1), with HAWK_PEERS=1 bench/compare_peers.py in that environment (the
-#          wheels of .gpu/wheels-peers installed there first; at most 240 s), hawk_jax's tests with HAWK_JAX=1 (the
-#          wheels of .gpu/wheels-jax installed into python3 first; then bench/compare_jax.py, at most 120 s),
-#          then compute-sanitizer over the GPU suites until DEADLINE seconds after the
+#          (examples/torch/run_wheel_check_on_gpu.sh), its host cost (bench/compare_torch.py --host-cost-only,
+#          then --profile with HAWK_PROFILE=1) and bench/host_cost_breakdown.py, with HAWK_PEERS=1
+#          bench/compare_peers.py in that environment (the wheels of .gpu/wheels-peers installed there first; at
+#          most 240 s), then compute-sanitizer over the GPU suites until DEADLINE seconds after the
 #          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
-#          HAWK_SANITIZE_FILTER, a regular expression the test case names must match); once GPU 0 has finished the
-#          benchmarks, the sanitizer's processes spread over both GPUs.
+#          HAWK_SANITIZE_FILTER, a regular expression the test case names must match); once GPU 0 is done, the
+#          sanitizer's processes spread over both GPUs.
 # Everything it prints goes to OUTDIR (logs, JSON); a short summary goes to stdout.
 #
 #   bench/run-on-two-gpus.sh OUTDIR [DEADLINE_SECONDS (default 540)]
@@ -57,14 +58,29 @@ echo "build: $(( $(date +%s) - t0 )) s"
     > "$out/ctest.log" 2>&1
   echo "ctest (GPU suites, examples) rc $? in $(( $(date +%s) - t0 )) s" > "$out/ctest.summary"
   tail -n 8 "$out/ctest.log" >> "$out/ctest.summary"
-  timeout $(( $(left) - 150 )) ctest --test-dir build-gpu --output-on-failure --timeout 300 -LE 'gpu|example' \
-    > "$out/ctest-cpu.log" 2>&1
-  echo "ctest (the rest) rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
-  tail -n 8 "$out/ctest-cpu.log" >> "$out/ctest.summary"
+  if [ "${HAWK_CPU_CTEST:-0}" = 1 ]; then  # the CPU tests (CI runs them too; minutes of this machine's time)
+    timeout $(( $(left) - 150 )) ctest --test-dir build-gpu --output-on-failure --timeout 300 -LE 'gpu|example' \
+      > "$out/ctest-cpu.log" 2>&1
+    echo "ctest (the rest) rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
+    tail -n 8 "$out/ctest-cpu.log" >> "$out/ctest.summary"
+  fi
   t0=$(date +%s)
   timeout $(( $(left) - 10 )) bash bench/run-on-gpu.sh "$out/bench" --skip-tests --bench-filter 'bench_' \
     > "$out/bench.log" 2>&1
   echo "bench rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
+  if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then  # hawk_jax: build, CPU and GPU tests
+    bash bench/install-carried-wheels.sh "${PYTHON:-python3}" .gpu/wheels-jax > "$out/jax-wheels.log" 2>&1
+    t0=$(date +%s)
+    timeout $(( $(left) - 15 )) bash examples/jax/run_tests_on_gpu.sh "$out/jax" tests > "$out/jax.log" 2>&1
+    echo "jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/jax.summary"
+    grep -E "passed|failed|error" "$out/jax.log" | tail -n 4 >> "$out/jax.summary"
+    if [ ! -s "$out/jax/compare_jax.json" ] && [ -f build-jax/libhawk_jax_ffi.so ] && [ "$(left)" -gt 40 ]; then
+      t0=$(date +%s)
+      HAWK_JAX_LIBRARY="$here/build-jax/libhawk_jax_ffi.so" timeout $(( $(left) > 130 ? 120 : $(left) - 10 )) "${PYTHON:-python3}" bench/compare_jax.py \
+        --json "$out/compare_jax.json" > "$out/compare_jax.log" 2>&1
+      echo "compare_jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/jax.summary"
+    fi
+  fi
   echo "1,0" > "$out/sanitize-gpus"  # GPU 0 is free: the sanitizer may use it too
 ) &
 gpu0=$!
@@ -81,6 +97,9 @@ echo "1" > "$out/sanitize-gpus"
     HAWK_TORCH_TEST_INSTALLED=1 timeout $(( $(left) - 250 )) "$(cat "$out/wheel/venv-python")" bench/compare_torch.py \
       --host-cost-only --json "$out/host_cost.json" --png "$out/host_cost.png" > "$out/host_cost.log" 2>&1
     echo "host cost rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
+    HAWK_TORCH_TEST_INSTALLED=1 timeout 90 "$(cat "$out/wheel/venv-python")" bench/host_cost_breakdown.py \
+      --json "$out/host_cost_breakdown.json" > "$out/host_cost_breakdown.log" 2>&1
+    echo "host cost breakdown rc $?" >> "$out/pytest.summary"
     if [ "${HAWK_PROFILE:-0}" = 1 ]; then  # torch.profiler's top CPU operations per call
       HAWK_TORCH_TEST_INSTALLED=1 timeout $(( $(left) - 230 )) "$(cat "$out/wheel/venv-python")" bench/compare_torch.py \
         --host-cost-only --profile > "$out/host_profile.log" 2>&1
@@ -100,19 +119,6 @@ echo "1" > "$out/sanitize-gpus"
       fi
     fi
   fi
-  if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then  # hawk_jax: build, CPU and GPU tests
-    bash bench/install-carried-wheels.sh "${PYTHON:-python3}" .gpu/wheels-jax > "$out/jax-wheels.log" 2>&1
-    t0=$(date +%s)
-    timeout $(( $(left) - 150 )) bash examples/jax/run_tests_on_gpu.sh "$out/jax" tests > "$out/jax.log" 2>&1
-    echo "jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
-    grep -E "passed|failed|error" "$out/jax.log" | tail -n 4 >> "$out/pytest.summary"
-    if [ ! -s "$out/jax/compare_jax.json" ] && [ -f build-jax/libhawk_jax_ffi.so ]; then  # "tests" did not run it
-      t0=$(date +%s)
-      HAWK_JAX_LIBRARY="$here/build-jax/libhawk_jax_ffi.so" timeout 120 "${PYTHON:-python3}" bench/compare_jax.py \
-        --json "$out/compare_jax.json" > "$out/compare_jax.log" 2>&1
-      echo "compare_jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/pytest.summary"
-    fi
-  fi
   exes=$(ls build-gpu/tests/gpu/*/hawk_gpu_* build-gpu/tests/hawk_gpu_* 2>/dev/null)
   if [ -n "${HAWK_SANITIZE_SUITES:-}" ]; then
     chosen=""; for exe in $exes; do for suite in $HAWK_SANITIZE_SUITES; do
@@ -129,6 +135,6 @@ echo "1" > "$out/sanitize-gpus"
 gpu1=$!
 
 wait $gpu0 $gpu1
-cat "$out/ctest.summary" "$out/pytest.summary" "$out/sanitize.summary" 2>/dev/null
+cat "$out/ctest.summary" "$out/jax.summary" "$out/pytest.summary" "$out/sanitize.summary" 2>/dev/null
 grep -E "FAILED|passed|failed" "$out/bench.log" 2>/dev/null | head -n 20
 echo "total: $(( $(date +%s) - start )) s"
