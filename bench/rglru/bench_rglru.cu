@@ -1,5 +1,4 @@
-// RG-LRU benchmark (issue 4): the forward through the default dispatch (and, beside each row, the chunked forward
-// with DefaultChunkedConfig, issue 16), bf16, at the shapes of GPU.md, fused
+// RG-LRU benchmark (issue 4): the forward through the default dispatch, bf16, at the shapes of GPU.md, fused
 // and gate-logits, canonical (ResetAtSequenceStart) and restricted (NoReset, no h0: Fattori's contract), plus
 // decode (256 sequences, W = 2560, H = 10, one token from a state pool, in place). The gate-logits rows are
 // compared with a device-to-device copy of the same bytes (x, gx, ga read, y written) timed in the same run.
@@ -35,44 +34,6 @@ namespace {
 
 using namespace rglru_bench;
 
-// ---- the chunked forward ----------------------------------------------------------------------------------------
-
-//! `ChunkedForward<DefaultChunkedConfig<F>::type>` for the shipped sequential configuration F that forward()
-//! would run (bf16; the reset modes the rows use), so its rows sit beside the sequential forward's.
-template <class Body>
-hawk::Status visit_chunked_bf16(const ForwardArguments& a, Body&& body) {
-  using hawk::rglru::DefaultChunkedConfig;
-  auto with_policy = [&](auto policy) -> hawk::Status {
-    using Policy = decltype(policy);
-    if (a.mode == GateMode::kGateLogits)
-      return body(typename DefaultChunkedConfig<typename hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type>::type{});
-    switch (a.shape.block_width()) {
-      case 64: return body(typename DefaultChunkedConfig<typename hawk::rglru::DefaultFusedConfig<Element, 64, Policy>::type>::type{});
-      case 128: return body(typename DefaultChunkedConfig<typename hawk::rglru::DefaultFusedConfig<Element, 128, Policy>::type>::type{});
-      case 256: return body(typename DefaultChunkedConfig<typename hawk::rglru::DefaultFusedConfig<Element, 256, Policy>::type>::type{});
-      default: return hawk::Status(hawk::StatusCode::kUnsupportedConfiguration, "bench: no chunked row for this w");
-    }
-  };
-  if (a.reset_mode == ResetMode::kSequenceStart) return with_policy(hawk::rglru::ResetAtSequenceStart{});
-  if (a.reset_mode == ResetMode::kNone) return with_policy(hawk::rglru::NoReset{});
-  return hawk::Status(hawk::StatusCode::kUnsupportedConfiguration, "bench: chunked rows run kSequenceStart and kNone");
-}
-
-std::size_t chunked_workspace_size(const ForwardArguments& a) {
-  std::size_t bytes = 0;
-  (void)visit_chunked_bf16(a, [&](auto config) {
-    bytes = hawk::rglru::ChunkedForward<decltype(config)>::workspace_size(a);
-    return hawk::Status::success();
-  });
-  return bytes;
-}
-
-hawk::Status run_chunked(const ForwardArguments& a, void* workspace, std::size_t bytes, cudaStream_t stream) {
-  return visit_chunked_bf16(a, [&](auto config) {
-    return hawk::rglru::ChunkedForward<decltype(config)>::run(a, workspace, bytes, stream);
-  });
-}
-
 // ---- measurements ----------------------------------------------------------------------------------------------
 
 struct Measurement {
@@ -83,9 +44,8 @@ struct Measurement {
 
 //! The forward at one shape, mode and contract, against a copy of the bytes it must move.
 //! `checked`: the device checks of state_index on (decode rows only), as a serving engine that keeps them runs.
-//! `chunked`: ChunkedForward with the default chunked configuration instead of forward() (sequential).
 Measurement measure_forward(const Shape& s, GateMode mode, ResetMode reset_mode, bool with_h0, bool decode,
-                            bool checked = false, bool chunked = false) {
+                            bool checked = false) {
   const std::int64_t state_rows = decode ? 2 * s.B : s.B;
   std::size_t free_before = 0, free_after = 0, total = 0;
   BENCH_CUDA(cudaMemGetInfo(&free_before, &total));
@@ -109,8 +69,7 @@ Measurement measure_forward(const Shape& s, GateMode mode, ResetMode reset_mode,
     a.shape.validate_device_inputs = checked;
     return a;
   };
-  workspace.resize(std::max<std::size_t>(
-      1, chunked ? chunked_workspace_size(args_of(0)) : hawk::rglru::forward_workspace_size(args_of(0))));
+  workspace.resize(std::max<std::size_t>(1, hawk::rglru::forward_workspace_size(args_of(0))));
   if (checked) {  // the slots must pass the checks, or the timed calls would time kernels that write nothing
     ForwardArguments a = args_of(0);
     a.shape.wait_for_device_checks = true;
@@ -125,9 +84,8 @@ Measurement measure_forward(const Shape& s, GateMode mode, ResetMode reset_mode,
     const ForwardArguments a = args_of(set);
     // Decode rows go through hawk::rglru::decode, as a serving engine would (one token per sequence: DecodeStep).
     // Checked rows run the device checks (a small kernel and a memset; no synchronisation).
-    const hawk::Status status = decode    ? hawk::rglru::decode(a, raw(workspace), workspace.size(), nullptr)
-                                : chunked ? run_chunked(a, raw(workspace), workspace.size(), nullptr)
-                                          : hawk::rglru::forward(a, raw(workspace), workspace.size(), nullptr);
+    const hawk::Status status = decode ? hawk::rglru::decode(a, raw(workspace), workspace.size(), nullptr)
+                                       : hawk::rglru::forward(a, raw(workspace), workspace.size(), nullptr);
     if (!status.ok() && !failed) {
       std::fprintf(stderr, "%s failed: %s\n", decode ? "decode" : "forward", status.to_string().c_str());
       failed = true;
@@ -198,20 +156,12 @@ std::vector<std::string> forward_rows(std::vector<TableLine>& table) {
   for (const Shape& s : shapes) {
     for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits}) {
       const bool fused = mode == GateMode::kFused;
-      // forward() (the sequential kernel), then the chunked forward (DefaultChunkedConfig: the persistent
-      // kernel) at the same shape: the issue-16 targets apply to both rows.
       const auto canonical = measure_forward(s, mode, ResetMode::kSequenceStart, false, false);
       rows.push_back(forward_row("hawk_canonical", s, mode, "canonical (reset at t=0)", canonical,
                                  fused ? s.fused_target_us : 0, fused ? 0 : 0.85, table));
-      const auto canonical_chunked = measure_forward(s, mode, ResetMode::kSequenceStart, false, false, false, true);
-      rows.push_back(forward_row("hawk_chunked_canonical", s, mode, "chunked, canonical (reset at t=0)",
-                                 canonical_chunked, fused ? s.fused_target_us : 0, fused ? 0 : 0.85, table));
       const auto restricted = measure_forward(s, mode, ResetMode::kNone, false, false);
       rows.push_back(forward_row("hawk_restricted", s, mode, "restricted (no reset, no h0)", restricted,
                                  fused ? s.fused_target_us : 0, fused ? 0 : 0.85, table));
-      const auto restricted_chunked = measure_forward(s, mode, ResetMode::kNone, false, false, false, true);
-      rows.push_back(forward_row("hawk_chunked_restricted", s, mode, "chunked, restricted (no reset, no h0)",
-                                 restricted_chunked, fused ? s.fused_target_us : 0, fused ? 0 : 0.85, table));
     }
   }
   // Decode: 256 sequences, one token each, state pool of 512 rows updated in place through state_index.

@@ -1,5 +1,5 @@
-// Which chunked forward configuration to ship next: candidate PersistentChunkedConfigs (width tile, chunk,
-// sub-chunk, stages) and the one-shot DefaultOneShotChunkedConfig timed at the issue-16 shapes, bf16, a reset at each sequence start, forward only, each
+// Which chunked forward configuration to ship next: candidate ChunkedForwardConfigs (width tile, chunk,
+// sub-chunk, threads) timed at the issue-16 shapes, bf16, a reset at each sequence start, forward only, each
 // against the configuration the default dispatch ships today (DefaultChunkedConfig). Every configuration gives the
 // same bits (tests/gpu/rglru/forward_chunked_test.cu proves it for several), so the choice is about time only.
 //
@@ -76,11 +76,6 @@ template <int BlockWidth, int WidthTile, int Chunk, int SubChunk, int Threads = 
 using Fused = ChunkedForwardConfig<Element, BlockWidth, WidthTile, Chunk, SubChunk, Threads, Policy, kFused>;
 template <int WidthTile, int Chunk, int SubChunk, int Threads = 256>
 using Logits = ChunkedForwardConfig<Element, 0, WidthTile, Chunk, SubChunk, Threads, Policy, kLogits>;
-template <int BlockWidth, int WidthTile, int Chunk, int SubChunk, int Stages>
-using PFused = hawk::rglru::PersistentChunkedConfig<Element, BlockWidth, WidthTile, Chunk, SubChunk, 256, Policy, kFused,
-                                                    Stages>;
-template <int WidthTile, int Chunk, int SubChunk, int Stages>
-using PLogits = hawk::rglru::PersistentChunkedConfig<Element, 0, WidthTile, Chunk, SubChunk, 256, Policy, kLogits, Stages>;
 template <class Sequential>
 using Shipped = typename hawk::rglru::DefaultChunkedConfig<Sequential>::type;
 
@@ -96,37 +91,27 @@ int main(int argc, char** argv) {
   using ShippedLogits = Shipped<hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type>;
 
   std::vector<Row> rows;
-  // Candidates for DefaultChunkedConfig (the persistent kernel; the one-shot configuration of the same row
-  // first, as the baseline it replaces). The design's open questions: Chunk 64 vs 128 vs 256 (hops against
-  // slot size), SubChunk (MMA warp tiles: 16 rows read every weight column once per 16 tokens) and WidthTile
-  // (x re-reads, groups per SM).
-  using OneShotW128 = hawk::rglru::DefaultOneShotChunkedConfig<hawk::rglru::DefaultFusedConfig<Element, 128, Policy>::type>::type;
-  using OneShotW64 = hawk::rglru::DefaultOneShotChunkedConfig<hawk::rglru::DefaultFusedConfig<Element, 64, Policy>::type>::type;
-  using OneShotW256 = hawk::rglru::DefaultOneShotChunkedConfig<hawk::rglru::DefaultFusedConfig<Element, 256, Policy>::type>::type;
-  using OneShotLogits = hawk::rglru::DefaultOneShotChunkedConfig<hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type>::type;
   // Fused, w = 128, at the seed shape.
-  rows.push_back(compare<OneShotW128, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<PFused<128, 64, 128, 64, 2>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<PFused<128, 32, 256, 32, 3>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
-  rows.push_back(compare<PFused<128, 64, 64, 32, 3>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 64, 128, 64>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 32, 256, 64>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 32, 128, 32>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<Fused<128, 16, 128, 32, 128>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
   // Fused, w = 64.
-  rows.push_back(compare<OneShotW64, ShippedW64>("(16,1024,1024,16)", small, kFused));
-  rows.push_back(compare<PFused<64, 64, 128, 64, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
-  rows.push_back(compare<PFused<64, 32, 256, 32, 2>, ShippedW64>("(16,1024,1024,16)", small, kFused));
-  rows.push_back(compare<PFused<64, 64, 64, 32, 3>, ShippedW64>("(16,1024,1024,16)", small, kFused));
-  // Fused, w = 256, one long sequence (also the shape of the L = 65536 target, at 1/8 of its length).
-  rows.push_back(compare<OneShotW256, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
-  rows.push_back(compare<PFused<256, 64, 64, 64, 2>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
-  rows.push_back(compare<PFused<256, 32, 256, 32, 2>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
-  rows.push_back(compare<PFused<256, 32, 128, 32, 2>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<64, 32, 128, 64>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<Fused<64, 64, 64, 64>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<Fused<64, 64, 256, 64>, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  // Fused, w = 256, one long sequence.
+  rows.push_back(compare<Fused<256, 64, 128, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 32, 256, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 32, 64, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<256, 32, 128, 16, 128>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
   // Gate-logits mode.
   for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
                                     std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill}}) {
-    rows.push_back(compare<OneShotLogits, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<PLogits<64, 128, 32, 4>, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<PLogits<32, 128, 64, 4>, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<PLogits<16, 256, 64, 4>, ShippedLogits>(name, shape, kLogits));
-    rows.push_back(compare<PLogits<32, 256, 64, 3>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<64, 128, 64>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<32, 256, 64>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<32, 128, 32>, ShippedLogits>(name, shape, kLogits));
+    rows.push_back(compare<Logits<16, 128, 64>, ShippedLogits>(name, shape, kLogits));
   }
 
   cudaDeviceProp properties{};

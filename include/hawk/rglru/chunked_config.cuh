@@ -38,8 +38,6 @@ struct ChunkedForwardConfig {
   using Checked = ForwardConfig<Element_, BlockWidth_, WidthTile_, kDefaultTimeChunk, Threads_, ResetPolicy_, Mode_, 2>;
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
-  //! One CTA per ticket (kernels/chunked_forward_kernel.cuh), not the persistent kernel.
-  static constexpr bool kPersistent = false;
   static constexpr GateMode kMode = Mode_;
   static constexpr bool kFused = Phase::kFused;
   static constexpr bool kTensorCores = Phase::kTensorCores;
@@ -75,91 +73,6 @@ struct ChunkedForwardConfig {
   static_assert(kSharedBytes <= 227u * 1024u,
                 "ChunkedForwardConfig: shared memory exceeds 227 KB per CTA; use a smaller Chunk, SubChunk or "
                 "WidthTile");
-
-  static const char* mode_name() { return Phase::mode_name(); }
-};
-
-//! The persistent, warp-specialised chunked forward (kernels/persistent_chunked_forward_kernel.cuh): a grid of
-//! about one wave of CTAs, each looping over chunk tickets.
-//!
-//! A CTA has `ProducerThreads` producer threads and ceil(WidthTile / 32) scan warps. The producers compute
-//! phase 1 (x through a `Stages`-deep cp.async ring of sub-chunks that runs on across tickets, the tensor-core
-//! projection, the gate math) of a ticket into one of `kSlots` whole-chunk fp32 gate slots, while the scan
-//! warps wait for an earlier ticket's predecessor carry, run its exact recurrence, publish its carry and store
-//! its y. So the SM keeps projecting while a chain waits, and the wait (one flag round trip per chunk) is not
-//! paid by the whole grid in lock step as when each CTA runs one ticket.
-//!
-//! Fused mode binds each CTA to one width tile (a "ticket group" with its own counter, chunk-major inside):
-//! the tile's weight slice is loaded once per CTA, not once per ticket. Gate-logits mode has one group over
-//! every tile (nothing to keep resident). The bits are those of every other forward path: same loaders, same
-//! MMA (`block_mma_project` on the sub-chunk's ForwardConfig: each gate is its own k-ascending m16n8k16 dot
-//! product, whatever the warp grid), same `token_gates`, same token-by-token `recurrence_step_for`.
-//!
-//! \tparam Chunk           tokens per ticket (one chain hop), a multiple of kDefaultTimeChunk.
-//! \tparam SubChunk        tokens per cp.async stage and per projection (a multiple of 16 dividing Chunk).
-//! \tparam ProducerThreads producer threads (a multiple of 32 and of WidthTile).
-//! \tparam Stages          depth of the x (gate-logits: x, gx, ga) ring, in sub-chunks, >= 2.
-template <class Element_, int BlockWidth_, int WidthTile_, int Chunk_, int SubChunk_, int ProducerThreads_,
-          class ResetPolicy_, GateMode Mode_, int Stages_ = 2>
-struct PersistentChunkedConfig {
-  //! The sub-chunk's tiles: a sequential-forward configuration whose time chunk is one sub-chunk (its loaders,
-  //! projection warp grid and strides are this kernel's).
-  using Phase = ForwardConfig<Element_, BlockWidth_, WidthTile_, SubChunk_, ProducerThreads_, ResetPolicy_, Mode_, 2>;
-  //! The sequential configuration whose host checks are this configuration's (checkpoint chunk as time chunk).
-  using Checked =
-      ForwardConfig<Element_, BlockWidth_, WidthTile_, kDefaultTimeChunk, ProducerThreads_, ResetPolicy_, Mode_, 2>;
-  using Element = Element_;
-  using ResetPolicy = ResetPolicy_;
-  static constexpr bool kPersistent = true;
-  static constexpr GateMode kMode = Mode_;
-  static constexpr bool kFused = Phase::kFused;
-  static constexpr bool kTensorCores = Phase::kTensorCores;
-  static constexpr int kBlockWidth = BlockWidth_;
-  static constexpr int kWidthTile = WidthTile_;
-  static constexpr int kChunk = Chunk_;
-  static constexpr int kSubChunk = SubChunk_;
-  static constexpr int kSubChunks = Chunk_ / SubChunk_;
-  //! The producer threads (the block pieces shared with ChunkedForwardConfig call this kThreads).
-  static constexpr int kThreads = ProducerThreads_;
-  static constexpr int kProducerThreads = ProducerThreads_;
-  static constexpr int kScanWarps = (WidthTile_ + 31) / 32;
-  static constexpr int kScanThreads = 32 * kScanWarps;
-  static constexpr int kKernelThreads = ProducerThreads_ + kScanThreads;
-  static constexpr int kStages = Stages_;
-  static constexpr int kVec = Phase::kVec;
-  static constexpr int kCheckpointChunk = kDefaultTimeChunk;
-  static constexpr int kTimeChunk = kCheckpointChunk;
-  //! Whole-chunk gate slots between producers and scan warps (the hand-off calls them gate tiles).
-  static constexpr int kSlots = 2;
-  static constexpr int kGateTiles = kSlots;
-  static constexpr int kGateStride = Phase::kGateStride;
-
-  static_assert(Chunk_ % SubChunk_ == 0, "PersistentChunkedConfig: SubChunk must divide Chunk");
-  static_assert(Chunk_ % kCheckpointChunk == 0,
-                "PersistentChunkedConfig: Chunk must be a multiple of the checkpoint chunk (kDefaultTimeChunk)");
-  static_assert(Chunk_ <= 1024, "PersistentChunkedConfig: Chunk above 1024 tokens is not supported");
-  static_assert(Stages_ >= 2 && Stages_ <= 8, "PersistentChunkedConfig: Stages must be in [2, 8]");
-  static_assert(kKernelThreads <= 1024, "PersistentChunkedConfig: producers + scan warps exceed 1024 threads");
-
-  // ---- shared memory (bytes, 128-byte aligned regions) ------------------------------------------------------
-  static constexpr std::size_t kStageBytes = Phase::kStageBytes;
-  static constexpr std::size_t kWeightOffset = 0;
-  static constexpr std::size_t kBiasOffset = kWeightOffset + Phase::kWeightBytes;
-  static constexpr std::size_t kStageOffset = kBiasOffset + Phase::kBiasBytes;
-  static constexpr std::size_t kGateOffset = kStageOffset + kStageBytes * Stages_;
-  static constexpr std::size_t kGateBytes = detail::round_up_bytes(sizeof(float) * Chunk_ * kGateStride);
-  //! Tickets: two producer mailboxes (the next ticket, taken early) and one (group, ticket) per slot for the
-  //! scan warps, as long longs.
-  static constexpr std::size_t kTicketOffset = kGateOffset + kGateBytes * kSlots;
-  static constexpr std::size_t kTicketBytes = detail::round_up_bytes(sizeof(long long) * (4 + 2 * kSlots));
-  static constexpr int kHandOffBarriers = 2 * kSlots;
-  static constexpr std::size_t kBarrierOffset = kTicketOffset + kTicketBytes;
-  static constexpr std::size_t kBarrierBytes =
-      detail::round_up_bytes(sizeof(cuda::barrier<cuda::thread_scope_block>) * kHandOffBarriers);
-  static constexpr std::size_t kSharedBytes = kBarrierOffset + kBarrierBytes;
-  static_assert(kSharedBytes <= 227u * 1024u,
-                "PersistentChunkedConfig: shared memory exceeds 227 KB per CTA; use a smaller Chunk, SubChunk, "
-                "WidthTile or Stages");
 
   static const char* mode_name() { return Phase::mode_name(); }
 };

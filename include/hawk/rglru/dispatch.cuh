@@ -1,9 +1,9 @@
 #pragma once
 //! \file
 //! The default dispatch: `hawk::rglru::forward(args, workspace, workspace_bytes, stream)` picks a shipped
-//! configuration from the runtime dtype, gate mode, reset mode and block width and runs the sequential forward
-//! `Forward<Config>` (the chunked forward, `ChunkedForward<DefaultChunkedConfig<Config>::type>` in
-//! operators/chunked_forward.cuh, gives the same bits and is offered beside it; see forward()); `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and `backward` runs
+//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs the chunked forward
+//! (`ChunkedForward<DefaultChunkedConfig<Config>::type>`, operators/chunked_forward.cuh), which gives
+//! `Forward<Config>`'s bits; `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and `backward` runs
 //! `Backward<BackwardConfig<Config>>`. One function, `visit_default_config`, maps the runtime values to the
 //! configuration for all three, so the backward always matches the forward that wrote its checkpoints.
 //!
@@ -95,9 +95,9 @@ struct DefaultGateLogitsConfig {
   using type = ForwardConfig<Element, 0, 32, kDefaultTimeChunk, 256, Policy, GateMode::kGateLogits, kStages>;
 };
 
-//! The one-shot chunked configuration (one CTA per ticket, kernels/chunked_forward_kernel.cuh) for the
-//! sequential configuration `Config`: the first chunked kernel, kept selectable until the persistent one below
-//! is measured everywhere. Width tiles and sub-chunks keep a CTA's shared memory near 100 KB (two CTAs per SM).
+//! The chunked configuration that `forward()` runs in place of the sequential configuration `Config` (same
+//! element, block width, reset policy and gate mode; the same bits). Width tiles and sub-chunks keep a CTA's
+//! shared memory near 100 KB, so that two CTAs share an SM: one projects while the other waits on its carry.
 //!
 //! | element    | mode        | w   | WidthTile | SubChunk | shared memory |
 //! |------------|-------------|-----|-----------|----------|---------------|
@@ -109,12 +109,9 @@ struct DefaultGateLogitsConfig {
 //! | fp32       | fused       | 256 | 16        | 32       | 124 KB        |
 //! | any        | gate-logits | any | 32        | 64       | 62-86 KB      |
 //!
-//! All with Chunk = kDefaultChunk = 128 tokens and 256 threads. Measured on the H200 (bf16, canonical, µs,
-//! 2026-11-30): fused 161 / 286.6 / 105.4 / 2153.8 at (4,2048,2048,16) / (1,8192,2560,10) / (16,1024,1024,16) /
-//! (1,65536,2560,10), against the sequential 103.6 / 383.3 / 72.2 / 2935: about one row of chunks resident at a
-//! time, so the launch runs L / Chunk rounds of (phase 1 + carry wait + scan + y) in series.
+//! All with Chunk = kDefaultChunk = 128 tokens and 256 threads. Not yet what `forward()` runs (see there).
 template <class Config>
-struct DefaultOneShotChunkedConfig {
+struct DefaultChunkedConfig {
   using Element = typename Config::Element;
   static constexpr bool kFloat = sizeof(Element) == 4;
   static constexpr int kW = Config::kBlockWidth;
@@ -122,51 +119,6 @@ struct DefaultOneShotChunkedConfig {
   static constexpr int kSubChunk = Config::kFused && (kW >= 256 || (kFloat && kW >= 128)) ? 32 : 64;
   using type = ChunkedForwardConfig<Element, kW, kWidthTile, kDefaultChunk, kSubChunk, 256, typename Config::ResetPolicy,
                                     Config::kMode>;
-};
-
-//! The chunked configuration for the sequential configuration `Config` (same element, block width, reset policy
-//! and gate mode; the same bits): the persistent, warp-specialised kernel (chunked_config.cuh,
-//! PersistentChunkedConfig), 256 producer threads plus the scan warps, one CTA per SM.
-//!
-//! | element    | mode        | w   | WidthTile | Chunk | SubChunk | Stages | shared memory |
-//! |------------|-------------|-----|-----------|-------|----------|--------|---------------|
-//! | bf16, fp16 | fused       | 64  | 64        | 128   | 32       | 2      | 163 KB        |
-//! | bf16, fp16 | fused       | 128 | 64        | 128   | 32       | 3      | 196 KB        |
-//! | bf16, fp16 | fused       | 256 | 64        | 128   | 16       | 2      | 221 KB        |
-//! | fp32       | fused       | 64  | 32        | 128   | 32       | 2      | 107 KB        |
-//! | fp32       | fused       | 128 | 32        | 128   | 32       | 2      | 140 KB        |
-//! | fp32       | fused       | 256 | 16        | 128   | 32       | 2      | 145 KB        |
-//! | bf16, fp16 | gate-logits | any | 32        | 256   | 64       | 4      | 192 KB        |
-//! | fp32       | gate-logits | any | 32        | 256   | 32       | 4      | 192 KB        |
-//!
-//! Why (a design estimate, to be replaced by the H200 sweep; bench/rglru/sweep_rglru_forward_configs.cu):
-//! - Two whole-chunk fp32 gate slots (one being scanned while the producers fill the other) dominate shared
-//!   memory: Chunk x (2 WidthTile + 8) x 4 bytes each. WidthTile 64 reads x twice for w = 128 and four times for
-//!   w = 256 (from L2: the tiles of a block run the same chunk rows at the same time); WidthTile 128 would need
-//!   135 KB per slot at Chunk 128.
-//! - Chunk 128 in fused mode: a hop costs one flag round trip (about 0.6-0.9 µs) plus 128 dependent FMAs
-//!   (~0.3 µs), so L = 65536 is about 512 hops, within the 640 µs target; larger chunks do not fit with
-//!   WidthTile 64. Gate-logits mode is bandwidth-bound and needs no weights: WidthTile 32 leaves room for
-//!   Chunk 256 (half the hops at long L) and four 12 KB stages of x, gx, ga in flight per SM.
-//! - Fused: one ticket group per width tile (its weights stay resident); W / 64 groups, so 128 of the H200's
-//!   132 SMs at W = 2048 and 120 at W = 2560 (a whole number of CTAs per group).
-//! - Fused bf16 / fp16 w >= 128 and the gate-logits rows need more than the 163 KB of an sm_80 CTA: there
-//!   ChunkedForward::can_implement reports kUnsupportedConfiguration (use the sequential forward or a smaller
-//!   PersistentChunkedConfig).
-//!
-//! `forward()` still runs the sequential kernel (see there).
-template <class Config>
-struct DefaultChunkedConfig {
-  using Element = typename Config::Element;
-  static constexpr bool kFloat = sizeof(Element) == 4;
-  static constexpr int kW = Config::kBlockWidth;
-  static constexpr bool kFused = Config::kFused;
-  static constexpr int kWidthTile = !kFused ? 32 : kFloat ? (kW >= 256 ? 16 : 32) : 64;
-  static constexpr int kChunk = kFused ? 128 : 256;
-  static constexpr int kSubChunk = !kFused ? (kFloat ? 32 : 64) : (!kFloat && kW >= 256) ? 16 : 32;
-  static constexpr int kStages = !kFused ? 4 : (!kFloat && kW == 128) ? 3 : 2;
-  using type = PersistentChunkedConfig<Element, kW, kWidthTile, kChunk, kSubChunk, 256, typename Config::ResetPolicy,
-                                       Config::kMode, kStages>;
 };
 
 namespace detail {

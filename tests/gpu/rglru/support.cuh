@@ -80,7 +80,7 @@ Problem make_problem(std::int64_t width, std::int64_t num_blocks, const std::vec
       const auto end = static_cast<std::size_t>(p.cu_seqlens[n + 1]);
       for (std::size_t t = begin; t < end; ++t) {
         const std::size_t local = t - begin;
-        const bool planned = (local == 0 && n % 2 == 0) || local == 5 || local == 64 || local == 128 || local == 256 ||
+        const bool planned = (local == 0 && n % 2 == 0) || local == 5 || local == 64 || local == 128 ||
                              (local >= 30 && local <= 33) || local == 1000 || local == 4096;
         p.reset[t] = (planned || coin[t] < 0.01) ? 1 : 0;
       }
@@ -135,11 +135,9 @@ struct DeviceProblem {
     h_final.resize(N * W);
     checkpoints.resize(static_cast<std::size_t>(hawk::rglru::checkpoint_rows(p.num_tokens(), p.num_sequences(), chunk)) * W);
     // The device checks' words (4096 bytes, with room for a state_index claim table a test adds later) and the
-    // chunked forward's carries, for chunks of 64 tokens or more (up to W ticket counters and flagged 8-byte
-    // decay carries: the persistent kernel's). Sized here, not in arguments(): a call such as
+    // chunked forward's carries, for chunks of 64 tokens or more. Sized here, not in arguments(): a call such as
     // forward(d.arguments(p), raw(d.workspace), d.workspace.size()) must see the buffer its arguments name.
-    workspace.resize(4096 + hawk::rglru::ChainedCarryLayout::of(p.num_tokens(), p.num_sequences(), p.width, 64, 0,
-                                                                p.width, 8).bytes);
+    workspace.resize(4096 + hawk::rglru::ChainedCarryLayout::of(p.num_tokens(), p.num_sequences(), p.width, 64, 0).bytes);
     hawk_test::poison(y);
     hawk_test::poison(h_final);
     hawk_test::poison(checkpoints);

@@ -34,18 +34,14 @@ namespace rglru {
 struct ChainedCarryLayout {
   std::size_t counter_offset = 0;  //!< the ticket counter (one unsigned long long)
   std::size_t words_offset = 0;    //!< carry words, rows x W x 8 bytes
-  std::size_t decay_offset = 0;    //!< decay carries, rows x W x 4 (or 8) bytes
-  std::size_t decay_end = 0;       //!< end of the decay carries
+  std::size_t decay_offset = 0;    //!< decay carries, rows x W x 4 bytes
   std::size_t bytes = 0;           //!< total from `base`, a multiple of kWorkspaceAlignment
   std::int64_t rows = 0;
 
   //! The layout for T tokens in N sequences of width W with chunks of `chunk` tokens, starting at byte `base`
   //! of the workspace (a multiple of kWorkspaceAlignment).
-  //! `counters` ticket counters (one per ticket group of the persistent kernel; 1 otherwise) and decay cells of
-  //! `decay_bytes` each (4: a plain fp32; 8: a flagged word like the carry's).
   static ChainedCarryLayout of(std::int64_t num_tokens, std::int64_t num_sequences, std::int64_t width,
-                               std::int64_t chunk, std::size_t base, std::int64_t counters = 1,
-                               std::size_t decay_bytes = 4) {
+                               std::int64_t chunk, std::size_t base) {
     ChainedCarryLayout l;
     constexpr std::size_t kCap = std::size_t{1} << 60;
     const auto count = [](std::int64_t v) { return static_cast<std::size_t>(v > 0 ? v : 0); };
@@ -56,20 +52,15 @@ struct ChainedCarryLayout {
     const auto region = [&](std::size_t element) {
       return round_up_to_workspace_alignment(cells > kCap / element ? kCap : cells * element);
     };
-    const std::size_t counter_cells = count(counters) < kCap / 8 ? count(counters) : kCap / 8;
     l.counter_offset = base;
-    l.words_offset = l.counter_offset + round_up_to_workspace_alignment(counter_cells * 8 > 0 ? counter_cells * 8 : 8);
+    l.words_offset = l.counter_offset + kWorkspaceAlignment;
     l.decay_offset = l.words_offset + region(8);
-    l.decay_end = l.decay_offset + region(decay_bytes);
-    l.bytes = l.decay_end - base;
+    l.bytes = l.decay_offset + region(4) - base;
     return l;
   }
 
-  //! Bytes to clear before each call: the counters and the carry words (their flags); with
-  //! `flagged_decay`, the decay words too (the persistent kernel publishes its decay carries with flags).
-  std::size_t cleared_bytes(bool flagged_decay = false) const {
-    return (flagged_decay ? decay_end : decay_offset) - counter_offset;
-  }
+  //! Bytes to clear before each call: the counter and the carry words (their flags).
+  std::size_t cleared_bytes() const { return decay_offset - counter_offset; }
 };
 
 #if defined(__CUDACC__)
@@ -101,27 +92,6 @@ __device__ __forceinline__ float acquire_carry(const unsigned long long* word) {
     if (value & kCarryPublished) break;
   }
   return __uint_as_float(static_cast<unsigned int>(value));
-}
-
-//! The persistent kernel's hand-on: the word holds everything its reader needs (the state and the flag,
-//! single-copy atomic as one aligned 64-bit store), and nothing else written before it is read by anyone in the
-//! launch (checkpoints, y and the final state are outputs only). So a relaxed store and relaxed polling at gpu
-//! scope suffice: no release fence waiting for the thread's earlier stores on the chain's critical path.
-//! (The decay carry travels in its own flagged word the same way.)
-__device__ __forceinline__ void publish_word_relaxed(unsigned long long* word, float value) {
-  const unsigned long long bits = kCarryPublished | __float_as_uint(value);
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(word), "l"(bits) : "memory");
-}
-
-//! Wait for a word publish_word_relaxed wrote and return its value. Relaxed gpu-scope loads are served by the
-//! L2 (never a stale L1 line), so the loop sees the store once it lands; the writer is a running CTA (tickets).
-__device__ __forceinline__ float wait_word_relaxed(const unsigned long long* word) {
-  unsigned long long bits;
-  for (;;) {
-    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(bits) : "l"(word) : "memory");
-    if (bits & kCarryPublished) break;
-  }
-  return __uint_as_float(static_cast<unsigned int>(bits));
 }
 
 //! A plain fp32 written by another CTA before its release and read after this thread's acquire: a relaxed

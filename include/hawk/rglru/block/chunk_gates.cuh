@@ -52,23 +52,6 @@ struct ChunkSharedTiles {
 
 namespace detail {
 
-//! Fused mode: gates[r][0:WT | WT:2WT] = gx | ga of the SubChunk staged rows, by Config::kThreads threads, through
-//! the sub-chunk's ForwardConfig (Phase): the sequential forward's projection, so the same bits. No barrier.
-template <class Config>
-__device__ __forceinline__ void project_sub_chunk(const typename Config::Element* stage,
-                                                  const typename Config::Element* weights, const float* bias,
-                                                  float* gates, int thread) {
-  using Phase = typename Config::Phase;
-  if constexpr (Config::kTensorCores) {
-    block_mma_project<typename Config::Element, Config::kSubChunk, Phase::kProjCols, Config::kBlockWidth,
-                      Phase::kMmaWarpsM, Phase::kMmaWarpsN>(stage, Phase::kInputStride, weights, Phase::kWeightStride,
-                                                            bias, gates, Config::kGateStride, thread);
-  } else {
-    block_simt_project<Config::kSubChunk, Phase::kProjCols, Config::kBlockWidth, Config::kThreads, Phase::kSimtRows>(
-        stage, Phase::kInputStride, weights, Phase::kWeightStride, bias, gates, Config::kGateStride, thread);
-  }
-}
-
 //! Gates of one sub-chunk in place: rows [0, SubChunk) of `gates` hold gx | ga (fused; gate-logits mode reads
 //! them from the stage) and become a_bar | u. Thread `thread` owns channel thread % WidthTile.
 //! `Params` is the kernel's parameter struct (kernels/forward_params.hpp); a template parameter here so that this
@@ -151,7 +134,13 @@ __device__ __forceinline__ void compute_chunk_gates(const Params& p,
     const Element* stage = tiles.stages + (s & 1) * kStageElements;
     float* gates = tiles.gates + s * kP * kGS;
     if constexpr (Config::kFused) {
-      detail::project_sub_chunk<Config>(stage, tiles.weights, tiles.bias, gates, thread);
+      if constexpr (Config::kTensorCores) {
+        block_mma_project<Element, kP, Phase::kProjCols, Config::kBlockWidth, Phase::kMmaWarpsM, Phase::kMmaWarpsN>(
+            stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
+      } else {
+        block_simt_project<kP, Phase::kProjCols, Config::kBlockWidth, Config::kThreads, Phase::kSimtRows>(
+            stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
+      }
       __syncthreads();  // gx, ga of the sub-chunk complete
     }
     detail::sub_chunk_gates<Config>(p, stage, gates, chunk, chunk.chunk_start + static_cast<std::int64_t>(s) * kP,

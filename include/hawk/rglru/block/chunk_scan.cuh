@@ -29,11 +29,9 @@ constexpr int kChunkScanBatch = 16;
 //! Advance the carry `h` of channel `lane` over tokens [0, valid) of the gate tile, token by token, storing
 //! h_t over u_t (the y phase reads it there) and the carry entering every checkpoint chunk. `decay` follows
 //! Π a_bar in the same order when `want_decay`. Returns the carry after the last token.
-//! `carry_in()` gives the carry entering the chunk (and may set `decay`); it is called after the first batch's
-//! loads are issued, so that a wait for the predecessor's carry overlaps them.
-template <class Config, class CarryIn>
-__device__ __forceinline__ float scan_chunk_from(float* gates, int valid, CarryIn&& carry_in, float& decay,
-                                                 bool want_decay, const ChunkCheckpoints& checkpoints, int lane) {
+template <class Config>
+__device__ __forceinline__ float scan_chunk(float* gates, int valid, float h, float& decay, bool want_decay,
+                                            const ChunkCheckpoints& checkpoints, int lane) {
   using Policy = typename Config::ResetPolicy;
   constexpr int kGS = Config::kGateStride;
   constexpr int kCP = Config::kCheckpointChunk;
@@ -51,7 +49,6 @@ __device__ __forceinline__ float scan_chunk_from(float* gates, int valid, CarryI
       u_next[i] = u[i * kGS];
     }
   }
-  float h = carry_in();
   int t = 0;
 #pragma unroll 1
   for (int batch = 0; batch < batches; ++batch, t += kChunkScanBatch) {
@@ -90,13 +87,6 @@ __device__ __forceinline__ float scan_chunk_from(float* gates, int valid, CarryI
   return h;
 }
 
-//! scan_chunk_from with a carry already in hand.
-template <class Config>
-__device__ __forceinline__ float scan_chunk(float* gates, int valid, float h, float& decay, bool want_decay,
-                                            const ChunkCheckpoints& checkpoints, int lane) {
-  return scan_chunk_from<Config>(gates, valid, [h] { return h; }, decay, want_decay, checkpoints, lane);
-}
-
 //! The whole CTA stores rows [0, valid) of y from the h the scan left in the gate tile (16-byte vectors).
 //! `y` points at the chunk's first token, at the tile's first channel; `width` is W.
 template <class Config>
@@ -110,39 +100,6 @@ __device__ __forceinline__ void store_chunk_y(const float* gates, int valid, typ
   for (int piece = thread; piece < pieces; piece += Config::kThreads) {
     const int row = piece / kPiecesPerRow;
     const int col = (piece % kPiecesPerRow) * kVec;
-    const float* h = gates + row * kGS + Config::kWidthTile + col;
-    float values[kVec];
-#pragma unroll
-    for (int i = 0; i < kVec; i += 4) {
-      const float4 four = *reinterpret_cast<const float4*>(h + i);
-      values[i] = four.x;
-      values[i + 1] = four.y;
-      values[i + 2] = four.z;
-      values[i + 3] = four.w;
-    }
-    store_vector<Element, kVec>(y + row * width + col, values);
-  }
-}
-
-//! One scan warp stores rows [0, valid) of y for its own channels [32·warp, 32·warp + 32) of the tile (fewer
-//! when WidthTile < 32), from the h its lanes left in the gate tile (16-byte vectors; a vector's channels all
-//! belong to this warp, so a __syncwarp is the only meeting needed). `y` points at the chunk's first token, at
-//! the tile's first channel.
-template <class Config>
-__device__ __forceinline__ void store_chunk_y_warp(const float* gates, int valid, typename Config::Element* y,
-                                                   std::int64_t width, int warp, int lane) {
-  using Element = typename Config::Element;
-  constexpr int kVec = Config::kVec;
-  constexpr int kWarpCols = Config::kWidthTile < 32 ? Config::kWidthTile : 32;
-  constexpr int kPiecesPerRow = kWarpCols / kVec;
-  constexpr int kGS = Config::kGateStride;
-  static_assert(kWarpCols % kVec == 0, "store_chunk_y_warp: a warp's channels must be whole vectors");
-  __syncwarp();  // every lane's h of the chunk is in the tile
-  const int col0 = warp * 32;
-  const int pieces = valid * kPiecesPerRow;
-  for (int piece = lane; piece < pieces; piece += 32) {
-    const int row = piece / kPiecesPerRow;
-    const int col = col0 + (piece % kPiecesPerRow) * kVec;
     const float* h = gates + row * kGS + Config::kWidthTile + col;
     float values[kVec];
 #pragma unroll

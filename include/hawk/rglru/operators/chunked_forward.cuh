@@ -1,20 +1,16 @@
 #pragma once
 //! \file
-//! `hawk::rglru::ChunkedForward<Config>`: the host operator of the chunked RG-LRU forward for one
-//! ChunkedForwardConfig (one CTA per ticket, kernels/chunked_forward_kernel.cuh) or PersistentChunkedConfig
-//! (about one wave of CTAs looping over tickets, kernels/persistent_chunked_forward_kernel.cuh), with the
-//! contract of `Forward<Config>` (forward.cuh): `can_implement`, `workspace_size`, `run`. Its results equal
-//! Forward's bit for bit; `DefaultChunkedConfig` (dispatch.cuh) names the configuration to run.
+//! `hawk::rglru::ChunkedForward<Config>`: the host operator of the chunked RG-LRU forward
+//! (kernels/chunked_forward_kernel.cuh) for one ChunkedForwardConfig, with the contract of `Forward<Config>`
+//! (forward.cuh): `can_implement`, `workspace_size`, `run`. Its results equal Forward's bit for bit; the
+//! default dispatch (dispatch.cuh) runs it for `forward()`.
 //!
-//! Workspace: the device checks' region (operators/index_checks.cuh), then the chain's (block/chained_carry.cuh):
-//! the ticket counters (one; the persistent kernel one per ticket group) and one carry word per (chunk slot,
-//! channel), cleared on the stream before every launch (a memset: captured in a CUDA graph with the kernel, so
-//! every replay starts from clear flags), and the decay carries (the persistent kernel's are flagged words,
-//! cleared too when a decay is asked for).
+//! Workspace: the device checks' region (operators/index_checks.cuh), then the chain's (block/chained_carry.cuh): a ticket
+//! counter and one carry word per (chunk slot, channel), cleared on the stream before every launch (a memset:
+//! captured in a CUDA graph with the kernel, so every replay starts from clear flags), and the decay carries.
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,7 +24,6 @@
 #include "hawk/rglru/block/chained_carry.cuh"
 #include "hawk/rglru/chunked_config.cuh"
 #include "hawk/rglru/kernels/chunked_forward_kernel.cuh"
-#include "hawk/rglru/kernels/persistent_chunked_forward_kernel.cuh"
 #include "hawk/rglru/operators/checks.hpp"
 #include "hawk/rglru/operators/index_checks.cuh"
 #include "hawk/rglru/operators/lowering.hpp"
@@ -63,13 +58,6 @@ class ChunkedForward {
   }
 
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
-    return run(args, workspace, workspace_bytes, stream, 0);
-  }
-
-  //! `run` with the persistent kernel's grid capped at `max_ctas` CTAs (0: one wave, the default). The bits do
-  //! not depend on it (tests run grids of 1, 2, 3, ... CTAs); the one-shot kernel ignores it.
-  static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
-                    int max_ctas) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
     HAWK_RETURN_IF_ERROR(
         check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::ChunkedForward"));
@@ -78,18 +66,6 @@ class ChunkedForward {
     const std::size_t check_bytes = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
     const ChainedCarryLayout chain = chain_layout(args.shape, check_bytes);
     auto* base = static_cast<unsigned char*>(workspace);
-    if constexpr (Config::kPersistent) {
-      HAWK_RETURN_IF_ERROR(run_persistent(args, checks, base, chain, stream, max_ctas));
-    } else {
-      HAWK_RETURN_IF_ERROR(run_one_shot(args, checks, base, chain, stream));
-    }
-    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
-  }
-
- private:
-  //! The one-shot kernel: one CTA per ticket.
-  static Status run_one_shot(const ForwardArguments& args, unsigned int* checks, unsigned char* base,
-                             const ChainedCarryLayout& chain, cudaStream_t stream) {
     HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + chain.counter_offset, 0, chain.cleared_bytes(), stream));
 
     ChunkedForwardParams<Element> params;
@@ -105,9 +81,11 @@ class ChunkedForward {
     const std::int64_t rows = (params.tickets + INT32_MAX - 1) / INT32_MAX;
     const dim3 grid(static_cast<unsigned int>((params.tickets + rows - 1) / rows), static_cast<unsigned int>(rows));
     kernel<<<grid, Config::kThreads, Config::kSharedBytes, stream>>>(params);
-    return last_launch_status("hawk::rglru::chunked_forward_kernel");
+    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::chunked_forward_kernel"));
+    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
   }
 
+ private:
   static constexpr std::int64_t kMaxTickets = std::int64_t{INT32_MAX} * 65535;
 
   static std::int64_t chunks_per_sequence(std::int64_t seq_len) { return (seq_len + Config::kChunk - 1) / Config::kChunk; }
@@ -130,76 +108,7 @@ class ChunkedForward {
   }
 
   static ChainedCarryLayout chain_layout(const ProblemShape& s, std::size_t base) {
-    if constexpr (Config::kPersistent)
-      return ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, Config::kChunk, base, groups(s), 8);
     return ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, Config::kChunk, base);
-  }
-
-  // ---- the persistent kernel ----------------------------------------------------------------------------------
-
-  //! Ticket groups: fused mode one per width tile (a CTA keeps its tile's weights), gate-logits mode one.
-  static std::int64_t groups(const ProblemShape& s) {
-    const std::int64_t tiles = s.width > 0 ? s.width / Config::kWidthTile : 0;
-    return Config::kFused ? (tiles > 0 ? tiles : 1) : 1;
-  }
-
-  //! CTAs of the persistent kernel that fit on `device` at once (occupancy x SMs). Computed once per device and
-  //! kept, together with the opt-in to more than 48 KB of shared memory, which is set on the first call on each
-  //! device only. Concurrent first calls may both compute it: they store the same value.
-  static Status resident_ctas(int& ctas) {
-    constexpr int kMaxDevices = 64;
-    static std::atomic<int> cache[kMaxDevices] = {};
-    int device = 0;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device));
-    if (device >= 0 && device < kMaxDevices) {
-      ctas = cache[device].load(std::memory_order_relaxed);
-      if (ctas > 0) return Status::success();
-    }
-    const auto kernel = persistent_chunked_forward_kernel<Config>;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(Config::kSharedBytes)));
-    int per_sm = 0, sms = 0;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Config::kKernelThreads,
-                                                                            Config::kSharedBytes));
-    HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    HAWK_REQUIRE(per_sm > 0, StatusCode::kUnsupportedConfiguration,
-                 "hawk::rglru::ChunkedForward: the persistent kernel does not fit on an SM of this device");
-    ctas = per_sm * sms;
-    if (device >= 0 && device < kMaxDevices) cache[device].store(ctas, std::memory_order_relaxed);
-    return Status::success();
-  }
-
-  static Status run_persistent(const ForwardArguments& args, unsigned int* checks, unsigned char* base,
-                               const ChainedCarryLayout& chain, cudaStream_t stream, int max_ctas) {
-    const ProblemShape& s = args.shape;
-    const bool want_decay = args.decay != nullptr;
-    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + chain.counter_offset, 0, chain.cleared_bytes(want_decay), stream));
-    PersistentChunkedParams<Element> params;
-    params.forward = make_forward_params<typename Config::Phase>(args, checks);
-    params.num_sequences = s.num_sequences;
-    params.groups = groups(s);
-    params.tiles_per_group = Config::kFused ? 1 : s.width / Config::kWidthTile;
-    params.group_tickets = tickets(s) / params.groups;
-    params.counters = reinterpret_cast<unsigned long long*>(base + chain.counter_offset);
-    params.carry_words = reinterpret_cast<unsigned long long*>(base + chain.words_offset);
-    params.decay_words = reinterpret_cast<unsigned long long*>(base + chain.decay_offset);
-    if (params.group_tickets <= 0) return Status::success();  // no chunk at all: nothing to launch
-
-    int resident = 0;
-    HAWK_RETURN_IF_ERROR(resident_ctas(resident));
-    std::int64_t ctas = resident;
-    if (max_ctas > 0 && max_ctas < ctas) ctas = max_ctas;
-    // At least as many CTAs as groups: a whole multiple of them, so that every group gets as many CTAs (a group
-    // with one CTA fewer would finish last); no more per group than it has tickets. Fewer CTAs than groups: each
-    // CTA drains several groups one after another.
-    if (ctas >= params.groups) {
-      std::int64_t per_group = ctas / params.groups;
-      if (per_group > params.group_tickets) per_group = params.group_tickets;
-      ctas = per_group * params.groups;
-    }
-    const auto kernel = persistent_chunked_forward_kernel<Config>;
-    kernel<<<static_cast<unsigned int>(ctas), Config::kKernelThreads, Config::kSharedBytes, stream>>>(params);
-    return last_launch_status("hawk::rglru::persistent_chunked_forward_kernel");
   }
 };
 
