@@ -498,22 +498,32 @@ def errors_against(y, grads, reference_y, reference_grads) -> dict:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def fresh_generator(device):
+    """A generator of its own for each shape's inputs: a peer whose CUDA-graph capture failed can leave the default
+    CUDA generator in capture mode ("Offset increment outside graph capture"), which must not end the run."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(0)
+    return gen
+
+
 def make_parameters(W, H, device):
+    gen = fresh_generator(device)
     """RecurrentGemma's initialisation (a on a ring of radius 0.9 ... 0.999; weights ~ N(0, 1/w)) with nonzero
     biases, fp32, requiring gradients."""
     w = W // H
-    radius = torch.empty(W, device=device).uniform_(0.9, 0.999)
+    radius = torch.empty(W, device=device).uniform_(0.9, 0.999, generator=gen)
     a_param = torch.log(torch.expm1(-torch.log(radius)))
-    Wx = torch.randn(H, w, w, device=device) / math.sqrt(w)
-    Wa = torch.randn(H, w, w, device=device) / math.sqrt(w)
-    bx = 0.1 * torch.randn(H, w, device=device)
-    ba = 0.1 * torch.randn(H, w, device=device)
+    Wx = torch.randn(H, w, w, device=device, generator=gen) / math.sqrt(w)
+    Wa = torch.randn(H, w, w, device=device, generator=gen) / math.sqrt(w)
+    bx = 0.1 * torch.randn(H, w, device=device, generator=gen)
+    ba = 0.1 * torch.randn(H, w, device=device, generator=gen)
     return [p.requires_grad_(True) for p in (a_param, Wx, bx, Wa, ba)]
 
 
 def make_inputs(B, L, W, H, device, sets):
-    xs = [(torch.rand(B, L, W, device=device) * 2 - 1).to(torch.bfloat16).requires_grad_(True) for _ in range(sets)]
-    dys = [(torch.rand(B, L, W, device=device) * 2 - 1).to(torch.bfloat16) for _ in range(sets)]
+    gen = fresh_generator(device)
+    xs = [(torch.rand(B, L, W, device=device, generator=gen) * 2 - 1).to(torch.bfloat16).requires_grad_(True) for _ in range(sets)]
+    dys = [(torch.rand(B, L, W, device=device, generator=gen) * 2 - 1).to(torch.bfloat16) for _ in range(sets)]
     reset = torch.zeros(B, L, 1, dtype=torch.bool, device=device)
     reset[:, 0] = True
     segment_pos = torch.arange(L, device=device, dtype=torch.int32).expand(B, L)

@@ -133,7 +133,7 @@ def piece_of(where: str, x: Tensor, a_param: Tensor, Wx=None, bx=None, Wa=None, 
     if not first:
         h0 = None  # the carry-in comes from the pieces before
     elif h0 is not None:
-        _check_tensor(where, "h0", h0, x.device, contiguous=False)
+        _check_tensor(where, "h0", h0, x.get_device(), contiguous=False)
         _check_shape(where, "h0", h0, (x.shape[0], width))
         h0 = _as_float32(h0)
     return Piece(x, Wx, bx, Wa, ba, gx, ga, a_param, flags, num_blocks, reset_mode), h0
