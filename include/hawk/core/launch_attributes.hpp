@@ -8,7 +8,13 @@
 //! - `KernelSharedMemory<Tag>::ensure(kernel, bytes)`: cudaFuncSetAttribute(kernel,
 //!   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) once per (kernel, device). `Tag` names the kernel
 //!   instantiation (the operator class that launches it, or the kernel's configuration): one cache per
-//!   instantiation, so two kernels that share a C++ type never share an entry.
+//!   instantiation, so two kernels that share a C++ type never share an entry. The entry also remembers the
+//!   kernel's address, and a call with another address sets the attribute again: since CUDA 13 nvcc gives
+//!   every translation unit its own registered copy of a template kernel (-static-global-template-stub, on by
+//!   default), each with its own attributes, while this cache is one per program. A `run` inlined into two
+//!   translation units therefore launches two copies; keyed by type alone, the second copy would be launched
+//!   without its attribute (cudaErrorInvalidValue; seen on the H200 at 8af5ba1 with a cache split from its
+//!   launch). Keep the ensure call and the launch in the same function, on the same kernel pointer.
 //!
 //! Both are thread-safe without a lock: the cached values are atomics written after a successful runtime call,
 //! and a race only repeats an idempotent call. The current device is still asked on each call (cudaGetDevice
@@ -79,17 +85,28 @@ struct KernelSharedMemory {
     HAWK_RETURN_IF_ERROR(current_device(device));
     const bool cached = device >= 0 && device < kMaxCachedDevices;
     const int wanted = static_cast<int>(bytes);
-    if (cached && cache().value[device].load(std::memory_order_acquire) >= wanted) return Status::success();
-    HAWK_RETURN_IF_CUDA_ERROR(
-        cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             wanted));
-    if (cached) cache().value[device].store(wanted, std::memory_order_release);
+    const void* address = reinterpret_cast<const void*>(kernel);
+    // The address is stored last and read first: a matching address guarantees the bytes stored before it.
+    if (cached && cache().kernel[device].load(std::memory_order_acquire) == address &&
+        cache().bytes[device].load(std::memory_order_relaxed) >= wanted)
+      return Status::success();
+    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(address, cudaFuncAttributeMaxDynamicSharedMemorySize, wanted));
+    if (cached) {
+      cache().kernel[device].store(nullptr, std::memory_order_relaxed);  // no reader pairs old address, new bytes
+      cache().bytes[device].store(wanted, std::memory_order_relaxed);
+      cache().kernel[device].store(address, std::memory_order_release);
+    }
     return Status::success();
   }
 
  private:
-  static detail::PerDeviceInts& cache() {
-    static detail::PerDeviceInts slots;  // one per Tag: zero-initialised
+  //! Per device: the kernel copy whose attribute was set last, and the bytes set on it.
+  struct Slots {
+    std::atomic<const void*> kernel[kMaxCachedDevices];
+    std::atomic<int> bytes[kMaxCachedDevices];
+  };
+  static Slots& cache() {
+    static Slots slots;  // one per Tag: zero-initialised (static storage)
     return slots;
   }
 };
