@@ -66,13 +66,14 @@ import traceback
 import types
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+import torch_bench_support  # noqa: E402 (bench/)
+from torch_bench_support import commit_id, rotation_count  # noqa: E402
 if os.environ.get("HAWK_TORCH_TEST_INSTALLED") != "1":  # else the installed wheel (run_wheel_check_on_gpu.sh)
     sys.path.insert(0, str(REPO / "examples" / "torch"))
 
 DEFAULT_SHAPES = [(4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16), (1, 65536, 2560, 10)]
 QUICK_SHAPES = [(4, 2048, 2048, 16), (16, 1024, 1024, 16)]
 DRY_RUN_SHAPES = [(2, 64, 32, 4), (1, 128, 48, 3)]
-L2_BYTES = 60 * 2**20
 C = 8.0
 MAX_SQRT_GRADIENT = 1000.0
 GRAD_NAMES = ("dx", "da_param", "dWx", "dbx", "dWa", "dba")
@@ -385,11 +386,6 @@ def recurrentgemma_layer(layers, params, device):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def rotation_count(bytes_per_set: int, limit: int = 8) -> int:
-    """Copies of the inputs so that one rotation touches more than 3x the L2 (1 for large inputs)."""
-    return max(1, min(limit, math.ceil(3 * L2_BYTES / max(1, bytes_per_set))))
-
-
 def event_ms(fn) -> float:
     if ON_CPU:
         start = time.perf_counter()
@@ -432,21 +428,10 @@ def time_calls(calls, budget_s: float, max_reps: int, min_reps: int = 3) -> dict
 
 
 def capture_graph(step):
-    """step() captured in a CUDA graph after warm-up on a side stream (torch.cuda.graph's recipe); returns the
-    graph and step's outputs, which must stay alive as long as the graph is replayed."""
+    """torch_bench_support.capture_graph with two warm-up calls; refused on the CPU (dry run)."""
     if ON_CPU:
         raise RuntimeError("no CUDA graphs on the CPU (dry run)")
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = step()
-    torch.cuda.synchronize()
-    return graph, outputs
+    return torch_bench_support.capture_graph(step, warmups=2)
 
 
 def short_reason(error: BaseException) -> str:
@@ -474,9 +459,9 @@ def time_graph(steps, budget_s: float, max_reps: int) -> dict:
 
 
 def free_memory():
+    """torch_bench_support.free_memory, a no-op where there is no GPU (dry run)."""
     with contextlib.suppress(Exception):
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        torch_bench_support.free_memory()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -974,19 +959,6 @@ def print_table(report):
         print(f"- {line}")
     for name, reason in report.get("skipped_implementations", {}).items():
         print(f"- {name}: skipped: {reason}")
-
-
-def commit_id() -> str:
-    if os.environ.get("HAWK_COMMIT"):
-        return os.environ["HAWK_COMMIT"]
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return head + ("+changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def parse_shape(text):

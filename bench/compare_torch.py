@@ -45,11 +45,11 @@ import math
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+from torch_bench_support import capture_graph, commit_id, free_memory, rotation_count  # noqa: E402 (bench/)
 if os.environ.get("HAWK_TORCH_TEST_INSTALLED") != "1":  # else the installed wheel (run_wheel_check_on_gpu.sh)
     sys.path.insert(0, str(REPO / "examples" / "torch"))
 
@@ -64,18 +64,12 @@ def load_backends():
 
     torch, hawk_torch = torch_module, hawk_torch_module
 
-L2_BYTES = 60 * 1024 * 1024
 C = 8.0
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # timing
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def rotation_count(bytes_per_set: int, limit: int = 8) -> int:
-    """Copies of the inputs so that one rotation touches more than 3x the L2 (1 for large inputs)."""
-    return max(1, min(limit, math.ceil(3 * L2_BYTES / max(1, bytes_per_set))))
 
 
 def time_ms(calls, budget_s: float = 1.0, min_reps: int = 3, max_reps: int = 50) -> float:
@@ -101,24 +95,6 @@ def time_ms(calls, budget_s: float = 1.0, min_reps: int = 3, max_reps: int = 50)
         times.append(start.elapsed_time(end))
     return statistics.median(times)
 
-
-def free_memory():
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-
-
-def commit_id() -> str:
-    """HAWK_COMMIT (the GPU scripts set it), else the checkout's HEAD (marked when the tree has changes)."""
-    if os.environ.get("HAWK_COMMIT"):
-        return os.environ["HAWK_COMMIT"]
-    try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return head + ("+changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -355,22 +331,6 @@ def median_issue_cost_us(calls, reps: int, per_rep: int = BACK_TO_BACK):
         wall.append((w1 - w0) / per_rep * 1e6)
     torch.cuda.synchronize()
     return statistics.median(cpu), statistics.median(wall)
-
-
-def capture_graph(step):
-    """step() captured in a CUDA graph after warm-up on a side stream (torch.cuda.graph's recipe); returns the
-    graph and step's outputs, which must stay alive as long as the graph is replayed."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outputs = step()
-    torch.cuda.synchronize()
-    return graph, outputs
 
 
 def host_cost(steps, reps: int) -> dict:
