@@ -177,7 +177,11 @@ class Backward {
     float* partials = nullptr;
   };
 
-
+  //! kArbitrary's partial rows: either path may run (decided on the device), so the larger of the two.
+  static std::int64_t arbitrary_partial_rows(const ProblemShape& shape) {
+    return std::max(detail::detected_uniform_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows,
+                    detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows);
+  }
 
   static bool dgate_is_float(const BackwardArguments& args) {
     return args.dgate_type == DgateType::kFloat32 || ElementTraits<Gate>::kDType == DType::kFloat32;
@@ -204,13 +208,9 @@ class Backward {
     } else {
       HAWK_RETURN_IF_ERROR(detail::ChunkTableBuffers::carve(carver, args.layout, shape.num_rows, shape.num_gate_rows,
                                                             kChunkRows, buffers.table));
-      partial_rows = detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows;
-      if (args.layout == IndexLayout::kArbitrary) {
-        // Either path may run (decided on the device): partial rows for the larger of the two.
-        const std::int64_t uniform_rows =
-            detail::detected_uniform_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows;
-        partial_rows = uniform_rows > partial_rows ? uniform_rows : partial_rows;
-      }
+      partial_rows = args.layout == IndexLayout::kArbitrary
+                         ? arbitrary_partial_rows(shape)
+                         : detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows;
     }
     buffers.partials = carver.take<float>(static_cast<std::size_t>(partial_rows * shape.dim));
     return Status::success();
@@ -257,12 +257,10 @@ class Backward {
     const Index* idx = static_cast<const Index*>(args.idx);
     const detail::DetectedUniformBounds bounds =
         detail::detected_uniform_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows);
-    const std::int64_t partial_rows =
-        std::max(bounds.partial_rows, detail::table_bounds(shape.num_rows, shape.num_gate_rows, kChunkRows).partial_rows);
     detail::detect_uniform_layout_kernel<Index, kChunkRows>
         <<<device_check_blocks(shape.num_rows), kDeviceCheckThreads, 0, stream>>>(
-            idx, shape.num_rows, shape.num_gate_rows, bounds.chunk_ids, partial_rows, buffers.detection,
-            buffers.checks);
+            idx, shape.num_rows, shape.num_gate_rows, bounds.chunk_ids, arbitrary_partial_rows(shape),
+            buffers.detection, buffers.checks);
     HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::detect_uniform_layout_kernel"));
     HAWK_RETURN_IF_ERROR(copy_dresidual(args, buffers.checks, stream));
 
