@@ -54,7 +54,7 @@ namespace detail {
 
 //! Gates of one sub-chunk in place: rows [0, SubChunk) of `gates` hold gx | ga (fused; gate-logits mode reads
 //! them from the stage) and become a_bar | u. Thread `thread` owns channel thread % WidthTile.
-//! `Params` is the kernel's parameter struct (kernels/forward_params.hpp); a template parameter here so that this
+//! `Params` is the kernel's parameter struct (rglru/params.hpp); a template parameter here so that this
 //! block piece does not include the kernels' layer.
 template <class Config, class Params>
 __device__ __forceinline__ void sub_chunk_gates(const Params& p,

@@ -18,7 +18,7 @@
 #include "hawk/rglru/block/sequence_extent.cuh"
 #include "hawk/rglru/chunked_config.cuh"
 #include "hawk/rglru/gate_math.hpp"
-#include "hawk/rglru/kernels/forward_params.hpp"
+#include "hawk/rglru/params.hpp"
 
 namespace hawk {
 namespace rglru {

@@ -25,7 +25,7 @@
 #include "hawk/rglru/block/token_loader.cuh"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/gate_math.hpp"
-#include "hawk/rglru/kernels/forward_params.hpp"
+#include "hawk/rglru/params.hpp"
 
 namespace hawk {
 namespace rglru {

@@ -3,7 +3,7 @@
 //! The RG-LRU forward kernel: sequential in time, parallel over (sequence, width tile). See config.cuh for the
 //! CTA's pipeline. The kernel orchestrates block-level pieces: producers load (block/token_loader.cuh), project
 //! (block/projection.cuh), compute gates (block/gate_phase.cuh) and hand the tile over (block/hand_off.cuh);
-//! the scan warps run `forward_scan` below. Its parameters: kernels/forward_params.hpp.
+//! the scan warps run `forward_scan` below. Its parameters: rglru/params.hpp.
 //!
 //! Bits: a channel's carry advances strictly token by token through `recurrence_step`, its gates come from
 //! `token_gates` (gate_math.hpp), and its projection from one fixed-order dot product per token
@@ -23,7 +23,7 @@
 #include "hawk/rglru/block/token_loader.cuh"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/gate_math.hpp"
-#include "hawk/rglru/kernels/forward_params.hpp"
+#include "hawk/rglru/params.hpp"
 
 namespace hawk {
 namespace rglru {

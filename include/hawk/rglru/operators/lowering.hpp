@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/kernels/forward_params.hpp"
+#include "hawk/rglru/params.hpp"
 
 namespace hawk {
 namespace rglru {

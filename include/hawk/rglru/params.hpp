@@ -1,8 +1,9 @@
 #pragma once
 //! \file
-//! `ForwardParams`: what the forward and decode kernels read (kernels/forward_kernel.cuh,
-//! kernels/decode_step_kernel.cuh). Its own file because both kernels take it and neither may include the
-//! other; the operators fill it from ForwardArguments (operators/lowering.hpp).
+//! `ForwardParams`: what the forward, chunked-forward and decode kernels read (kernels/forward_kernel.cuh,
+//! kernels/chunked_forward_kernel.cuh, kernels/decode_step_kernel.cuh). In the family's foundation, below the
+//! kernels, because several kernels take it and no kernel may include another kernel's file; the operators fill
+//! it from ForwardArguments (operators/lowering.hpp).
 
 #include <cstdint>
 
