@@ -49,7 +49,7 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-from torch_bench_support import capture_graph, commit_id, free_memory, rotation_count  # noqa: E402 (bench/)
+from torch_bench_support import capture_graph, commit_id, free_memory, issue_cost_us, rotation_count  # noqa: E402 (bench/)
 if os.environ.get("HAWK_TORCH_TEST_INSTALLED") != "1":  # else the installed wheel (run_wheel_check_on_gpu.sh)
     sys.path.insert(0, str(REPO / "examples" / "torch"))
 
@@ -317,28 +317,12 @@ def median_back_to_back_ms(calls, reps: int, per_rep: int = BACK_TO_BACK) -> flo
     return statistics.median(times)
 
 
-def median_issue_cost_us(calls, reps: int, per_rep: int = BACK_TO_BACK):
-    """(CPU µs, wall µs) to issue one call: medians over reps of per_rep calls issued back to back, the clocks
-    read before and after the loop with nothing synchronised in between."""
-    cpu, wall = [], []
-    for r in range(reps):
-        torch.cuda.synchronize()
-        c0, w0 = time.process_time(), time.perf_counter()
-        for k in range(per_rep):
-            calls[(r * per_rep + k) % len(calls)]()
-        c1, w1 = time.process_time(), time.perf_counter()
-        cpu.append((c1 - c0) / per_rep * 1e6)
-        wall.append((w1 - w0) / per_rep * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(cpu), statistics.median(wall)
-
-
 def host_cost(steps, reps: int) -> dict:
     """Eager (synced and back to back), graph replay and issue cost of the steps (one per rotated input set)."""
     result = dict(eager_synced_ms=time_ms(steps, budget_s=0.5, min_reps=reps, max_reps=4 * reps))
     median_back_to_back_ms(steps, 3)  # warm-up at this pace (allocator, autograd engine thread)
     result["eager_ms"] = median_back_to_back_ms(steps, reps)
-    result["cpu_us_per_call"], result["issue_wall_us_per_call"] = median_issue_cost_us(steps, reps)
+    result["cpu_us_per_call"], _, result["issue_wall_us_per_call"] = issue_cost_us(steps, reps, BACK_TO_BACK)
     graphs = [capture_graph(step) for step in steps]
     replays = [graph.replay for graph, _ in graphs]
     median_back_to_back_ms(replays, 3)

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
 import sys
 import time
 
@@ -35,25 +34,16 @@ if os.environ.get("HAWK_TORCH_TEST_INSTALLED") != "1":
 import torch  # noqa: E402
 
 import hawk_torch  # noqa: E402
+from torch_bench_support import issue_cost_us  # noqa: E402 (bench/)
 
 PER_REP = 8
 
 
 def issue_cost(call, reps):
-    """(process µs, thread µs, wall µs) per call: medians over reps of PER_REP calls issued back to back."""
+    """(process µs, thread µs, wall µs) per call after three warm-up calls (torch_bench_support.issue_cost_us)."""
     for _ in range(3):
         call()
-    torch.cuda.synchronize()
-    rows = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        p0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
-        for _ in range(PER_REP):
-            call()
-        p1, t1, w1 = time.process_time(), time.thread_time(), time.perf_counter()
-        rows.append(((p1 - p0) * 1e6 / PER_REP, (t1 - t0) * 1e6 / PER_REP, (w1 - w0) * 1e6 / PER_REP))
-    torch.cuda.synchronize()
-    return tuple(statistics.median(r[i] for r in rows) for i in range(3))
+    return issue_cost_us([call], reps, PER_REP)
 
 
 def main():

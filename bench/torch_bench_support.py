@@ -1,5 +1,6 @@
-"""What the PyTorch benchmark scripts (compare_torch.py, compare_peers.py) share: the input rotation that keeps
-timings out of the L2, CUDA-graph capture, freeing memory between rows, and the commit a result names.
+"""What the PyTorch benchmark scripts (compare_torch.py, compare_peers.py, host_cost_breakdown.py) share: the input
+rotation that keeps timings out of the L2, CUDA-graph capture, the host cost of issuing calls, freeing memory
+between rows, and the commit a result names.
 
 torch is imported inside the functions, so that a script can import this module before (or without) torch.
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import statistics
 import subprocess
+import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -38,6 +41,26 @@ def capture_graph(step, warmups: int = 3):
         outputs = step()
     torch.cuda.synchronize()
     return graph, outputs
+
+
+def issue_cost_us(calls, reps: int, per_rep: int) -> tuple:
+    """(process CPU µs, calling thread's CPU µs, wall µs) to issue one call: medians over reps of per_rep calls
+    (calls[k % len(calls)]) issued back to back, the clocks read before and after the loop with nothing
+    synchronised in between. Process time counts every thread (the autograd engine's too)."""
+    import torch
+
+    process, thread, wall = [], [], []
+    for r in range(reps):
+        torch.cuda.synchronize()
+        p0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+        for k in range(per_rep):
+            calls[(r * per_rep + k) % len(calls)]()
+        p1, t1, w1 = time.process_time(), time.thread_time(), time.perf_counter()
+        process.append((p1 - p0) / per_rep * 1e6)
+        thread.append((t1 - t0) / per_rep * 1e6)
+        wall.append((w1 - w0) / per_rep * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(process), statistics.median(thread), statistics.median(wall)
 
 
 def free_memory():
