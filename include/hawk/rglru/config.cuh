@@ -21,7 +21,8 @@
 //! tiles [TimeChunk, WidthTile]); (2) fused mode only: gx, ga = x · [Wx | Wa](:, tile) + b on tensor cores
 //! (fp32 accumulate; a SIMT fp32 loop for fp32 elements) with the weight slices resident in shared memory for
 //! the whole sequence; (3) the producers evaluate `token_gates` for [TimeChunk, WidthTile] into one of two
-//! gate tiles; then the scan warps (4) advance the fp32 carry token by token with `recurrence_step` and (5)
+//! gate tiles (fused mode with kGatesInRegisters, every shipped fused configuration: (2) and (3) are one pass,
+//! each thread evaluating the gates of the gx, ga it holds in its accumulators, block/fused_gates.cuh); then the scan warps (4) advance the fp32 carry token by token with `recurrence_step` and (5)
 //! store y, while the producers already work on the next chunk in the other gate tile.
 //!
 //! Invariance: every tile size here is a compile-time constant, and the default dispatch chooses a
