@@ -57,6 +57,18 @@ struct FusedGateCoefficients {
   }
 };
 
+//! The producers' per-channel constants -c · softplus(a_param), once per sequence: with kGatesInRegisters the
+//! FusedGateCoefficients of the thread's accumulator channels (fused_gate_phase), otherwise the one float of
+//! channel thread % WidthTile (gate_phase).
+template <class Config>
+__device__ __forceinline__ auto gate_coefficients(const float* a_param, std::int64_t col0, int thread) {
+  if constexpr (Config::kGatesInRegisters) {
+    return FusedGateCoefficients<Config>::load(a_param, col0, thread);
+  } else {
+    return log_a_coefficient(a_param[col0 + thread % Config::kWidthTile]);
+  }
+}
+
 //! One chunk of the fused forward's producer phase, gates in registers: gates[r] <- (a_bar | u) for every row
 //! r < TimeChunk of `stage` (the chunk's x rows of the whole block), projected through `weights` and `bias`.
 //! `chunk_start`, `valid` and `reset_flags` as for gate_phase; rows past `valid` are computed from the

@@ -99,7 +99,9 @@ __device__ __forceinline__ void load_b_fragment_pair(std::uint32_t (&first)[2], 
   const int row8 = lane & 7;
   const int matrix = lane >> 3;
   std::uint32_t regs[4];
-  const Element* p = b + static_cast<long>(k0 + row8 + (matrix & 1) * 8) * ldb + ((matrix >> 1) ? n_second : n_first);
+  // (matrix >> 1) · (n_second - n_first): with n_second = n_first + 8 the original address arithmetic, folded.
+  const Element* p =
+      b + static_cast<long>(k0 + row8 + (matrix & 1) * 8) * ldb + n_first + (matrix >> 1) * (n_second - n_first);
   ldmatrix_x4_trans(regs, p);
   first[0] = regs[0];
   first[1] = regs[1];

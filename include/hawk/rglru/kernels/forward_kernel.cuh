@@ -13,7 +13,6 @@
 //! state passed along (decode).
 
 #include <cstdint>
-#include <type_traits>
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
@@ -173,13 +172,8 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
 
   // ---- producers ------------------------------------------------------------------------------------------
   const detail::TileColumns columns = detail::tile_columns<Config>(col0);
-  // The gate phase: this thread's channels are fixed, so are their -c · softplus(a_param) (the shared-memory
-  // path: channel thread % WidthTile; gates in registers: the channels of its accumulators).
-  constexpr bool kInRegisters = Config::kGatesInRegisters;
-  const float log_a_coeff = kInRegisters ? 0.0f : log_a_coefficient(p.a_param[col0 + thread % kWT]);
-  using Coefficients = typename std::conditional<kInRegisters, detail::FusedGateCoefficients<Config>, float>::type;
-  Coefficients coefficients{};
-  if constexpr (kInRegisters) coefficients = Coefficients::load(p.a_param, col0, thread);
+  // The gate phase: this thread's channels are fixed, so are their -c · softplus(a_param).
+  const auto log_a_coeff = detail::gate_coefficients<Config>(p.a_param, col0, thread);
   auto issue_chunk = [&](int chunk) {  // chunk's inputs into its stage, chunk % Stages
     detail::load_chunk<Config>(p.x, p.gx, p.ga, p.width, stages + (chunk % kStages) * kStageElements, begin,
                                static_cast<std::int64_t>(chunk) * kC, length, columns.input_col0, thread);
@@ -216,9 +210,9 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
     if (chunk >= Config::kGateTiles) hand_off.empty(gate_tile).arrive_and_wait();
 
     const std::uint8_t* reset_flags = Policy::kMode == ResetMode::kFlags ? p.reset + (begin + chunk_start) : nullptr;
-    if constexpr (kInRegisters) {
+    if constexpr (Config::kGatesInRegisters) {
       // (B) gates[r] <- (a_bar | u) of [TimeChunk, WidthTile] straight from each warp's accumulators.
-      detail::fused_gate_phase<Config>(stage, weights, bias, gates, reset_flags, chunk_start, valid, coefficients,
+      detail::fused_gate_phase<Config>(stage, weights, bias, gates, reset_flags, chunk_start, valid, log_a_coeff,
                                        columns.col_in_block, thread);
     } else {
       // (B) fused: gates[r][0:WT] = gx, gates[r][WT:2WT] = ga, complete for every producer after the barrier.
