@@ -1,7 +1,8 @@
-// Which chunked forward configuration to ship next: candidate ChunkedForwardConfigs (width tile, chunk,
-// sub-chunk, threads) timed at the issue-16 shapes, bf16, a reset at each sequence start, forward only, each
-// against the configuration the default dispatch ships today (DefaultChunkedConfig). Every configuration gives the
-// same bits (tests/gpu/rglru/forward_chunked_test.cu proves it for several), so the choice is about time only.
+// Which forward configuration to ship next, at the issue-16 shapes, bf16, a reset at each sequence start, forward
+// only: candidate sequential ForwardConfigs (width tile, producer threads, stages; what forward() runs) against
+// DefaultFusedConfig, then candidate ChunkedForwardConfigs (width tile, chunk, sub-chunk, threads) against
+// DefaultChunkedConfig. Every configuration gives the same bits (tests/gpu/rglru/forward_chunked_test.cu proves
+// it for several), so the choice is about time only.
 //
 // Protocol as bench_rglru (bench_rglru_support.cuh): CUDA events, warm-up, AB/BA rounds against the shipped
 // configuration, 20 back-to-back calls per sample, inputs rotated beyond the L2. JSON to stdout and argv[1];
@@ -38,15 +39,21 @@ std::string config_name() {
          ", smem " + std::to_string(Config::kSharedBytes / 1024) + " KB";
 }
 
-//! Times Candidate against Shipped at shape s, AB/BA.
-template <class Candidate, class Shipped>
-Row compare(const char* shape_name, const Shape& s, GateMode mode) {
-  using CandidateOp = hawk::rglru::ChunkedForward<Candidate>;
-  using ShippedOp = hawk::rglru::ChunkedForward<Shipped>;
+template <class Config>
+std::string sequential_config_name() {
+  return "sequential: WidthTile " + std::to_string(Config::kWidthTile) + ", Threads " +
+         std::to_string(Config::kProducerThreads) + ", Stages " + std::to_string(Config::kStages) +
+         (Config::kGatesInRegisters ? ", gates in registers" : ", gates in smem") + ", smem " +
+         std::to_string(Config::kSharedBytes / 1024) + " KB";
+}
+
+//! Times operator CandidateOp against ShippedOp at shape s, AB/BA.
+template <class CandidateOp, class ShippedOp>
+Row compare_ops(const char* shape_name, const Shape& s, GateMode mode, std::string config) {
   Row row;
   row.shape = shape_name;
   row.mode = mode == kFused ? "fused" : "gate_logits";
-  row.config = config_name<Candidate>();
+  row.config = std::move(config);
   ForwardBuffers b = make_buffers(s, mode, s.B);
   // The forward alone: a reset at each sequence start, no h0, no checkpoints.
   auto args_for = [&](int set) {
@@ -58,7 +65,7 @@ Row compare(const char* shape_name, const Shape& s, GateMode mode) {
     return row;
   }
   thrust::device_vector<unsigned char> workspace(
-      std::max(CandidateOp::workspace_size(args_for(0)), ShippedOp::workspace_size(args_for(0))));
+      std::max<std::size_t>(std::max<std::size_t>(CandidateOp::workspace_size(args_for(0)), ShippedOp::workspace_size(args_for(0))), 1));
   bool failed = false;
   auto run = [&](auto op, int rep) {
     using Op = decltype(op);
@@ -72,12 +79,30 @@ Row compare(const char* shape_name, const Shape& s, GateMode mode) {
   return row;
 }
 
+//! A chunked Candidate against the shipped chunked configuration Shipped.
+template <class Candidate, class Shipped>
+Row compare(const char* shape_name, const Shape& s, GateMode mode) {
+  return compare_ops<hawk::rglru::ChunkedForward<Candidate>, hawk::rglru::ChunkedForward<Shipped>>(
+      shape_name, s, mode, config_name<Candidate>());
+}
+
+//! A sequential Candidate (ForwardConfig) against the shipped sequential configuration Shipped, which is what
+//! forward() runs.
+template <class Candidate, class Shipped>
+Row compare_sequential(const char* shape_name, const Shape& s) {
+  return compare_ops<hawk::rglru::Forward<Candidate>, hawk::rglru::Forward<Shipped>>(shape_name, s, kFused,
+                                                                                     sequential_config_name<Candidate>());
+}
+
 template <int BlockWidth, int WidthTile, int Chunk, int SubChunk, int Threads = 256>
 using Fused = ChunkedForwardConfig<Element, BlockWidth, WidthTile, Chunk, SubChunk, Threads, Policy, kFused>;
 template <int WidthTile, int Chunk, int SubChunk, int Threads = 256>
 using Logits = ChunkedForwardConfig<Element, 0, WidthTile, Chunk, SubChunk, Threads, Policy, kLogits>;
 template <class Sequential>
 using Shipped = typename hawk::rglru::DefaultChunkedConfig<Sequential>::type;
+template <int BlockWidth, int WidthTile, int Threads = 256, int Stages = 2>
+using Seq = hawk::rglru::ForwardConfig<Element, BlockWidth, WidthTile, hawk::rglru::kDefaultTimeChunk, Threads, Policy,
+                                       kFused, Stages>;
 
 }  // namespace
 
@@ -90,7 +115,27 @@ int main(int argc, char** argv) {
   using ShippedW256 = Shipped<hawk::rglru::DefaultFusedConfig<Element, 256, Policy>::type>;
   using ShippedLogits = Shipped<hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type>;
 
+  using SeqW128 = hawk::rglru::DefaultFusedConfig<Element, 128, Policy>::type;
+  using SeqW64 = hawk::rglru::DefaultFusedConfig<Element, 64, Policy>::type;
+  using SeqW256 = hawk::rglru::DefaultFusedConfig<Element, 256, Policy>::type;
+
   std::vector<Row> rows;
+  // The sequential forward (what forward() runs), gates in registers (block/fused_gates.cuh): candidates whose
+  // smaller footprint fits 3 CTAs per SM (width tile 16 at w = 128, 32 at w = 64: 63-64 KB), more or fewer
+  // producer warps now that the projection and the gate math no longer meet at a barrier, 3 stages, and more
+  // CTAs for the one-sequence shape. Every one gives the shipped bits (forward_chunked_test.cu).
+  rows.push_back(compare_sequential<Seq<128, 16>, SeqW128>("(4,2048,2048,16)", seed));
+  rows.push_back(compare_sequential<Seq<128, 16, 128>, SeqW128>("(4,2048,2048,16)", seed));
+  rows.push_back(compare_sequential<Seq<128, 32, 128>, SeqW128>("(4,2048,2048,16)", seed));
+  rows.push_back(compare_sequential<Seq<128, 32, 512>, SeqW128>("(4,2048,2048,16)", seed));
+  rows.push_back(compare_sequential<Seq<128, 32, 256, 3>, SeqW128>("(4,2048,2048,16)", seed));
+  rows.push_back(compare_sequential<Seq<128, 64>, SeqW128>("(4,2048,2048,16)", seed));
+  rows.push_back(compare_sequential<Seq<64, 32>, SeqW64>("(16,1024,1024,16)", small));
+  rows.push_back(compare_sequential<Seq<64, 32, 128>, SeqW64>("(16,1024,1024,16)", small));
+  rows.push_back(compare_sequential<Seq<64, 64, 512>, SeqW64>("(16,1024,1024,16)", small));
+  rows.push_back(compare_sequential<Seq<256, 8, 128>, SeqW256>("(1,8192,2560,10)", prefill));
+  rows.push_back(compare_sequential<Seq<256, 16, 128>, SeqW256>("(1,8192,2560,10)", prefill));
+  rows.push_back(compare_sequential<Seq<256, 16, 256, 3>, SeqW256>("(1,8192,2560,10)", prefill));
   // Fused, w = 128, at the seed shape.
   rows.push_back(compare<Fused<128, 64, 128, 64>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
   rows.push_back(compare<Fused<128, 32, 256, 64>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
@@ -120,7 +165,7 @@ int main(int argc, char** argv) {
   std::string json = "{\n  \"benchmark\": \"rglru_forward_config_sweep\",\n  \"gpu\": \"" + std::string(properties.name) +
                      "\",\n  \"commit\": \"" + (commit ? commit : "unknown") +
                      "\",\n  \"protocol\": \"bf16, ResetAtSequenceStart, forward only; medians of 20 samples of 20 "
-                     "calls, AB/BA against the shipped chunked configuration\",\n  \"rows\": [\n";
+                     "calls, AB/BA against the shipped configuration of the same kind (sequential or chunked)\",\n  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     json += "    {\"shape\": \"" + r.shape + "\", \"mode\": \"" + r.mode + "\", \"candidate\": \"" + r.config +
@@ -135,10 +180,10 @@ int main(int argc, char** argv) {
       std::fclose(f);
     }
   }
-  std::fprintf(stderr, "%-18s %-11s %-52s %10s %10s %7s\n", "shape", "mode", "candidate", "cand. us", "shipped us",
+  std::fprintf(stderr, "%-18s %-11s %-80s %10s %10s %7s\n", "shape", "mode", "candidate", "cand. us", "shipped us",
                "ratio");
   for (const Row& r : rows)
-    std::fprintf(stderr, "%-18s %-11s %-52s %10.1f %10.1f %7.2f %s\n", r.shape.c_str(), r.mode.c_str(),
+    std::fprintf(stderr, "%-18s %-11s %-80s %10.1f %10.1f %7.2f %s\n", r.shape.c_str(), r.mode.c_str(),
                  r.config.c_str(), r.candidate_us, r.shipped_us, r.candidate_us > 0 ? r.shipped_us / r.candidate_us : 0.0,
                  r.status == "ok" ? "" : r.status.c_str());
   return 0;

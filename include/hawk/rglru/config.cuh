@@ -21,7 +21,8 @@
 //! tiles [TimeChunk, WidthTile]); (2) fused mode only: gx, ga = x · [Wx | Wa](:, tile) + b on tensor cores
 //! (fp32 accumulate; a SIMT fp32 loop for fp32 elements) with the weight slices resident in shared memory for
 //! the whole sequence; (3) the producers evaluate `token_gates` for [TimeChunk, WidthTile] into one of two
-//! gate tiles; then the scan warps (4) advance the fp32 carry token by token with `recurrence_step` and (5)
+//! gate tiles (fused mode with kGatesInRegisters, every shipped fused configuration: (2) and (3) are one pass,
+//! each thread evaluating the gates of the gx, ga it holds in its accumulators, block/fused_gates.cuh); then the scan warps (4) advance the fp32 carry token by token with `recurrence_step` and (5)
 //! store y, while the producers already work on the next chunk in the other gate tile.
 //!
 //! Invariance: every tile size here is a compile-time constant, and the default dispatch chooses a
@@ -61,6 +62,27 @@ constexpr int mma_warps_n(int m, int n, int warps) {
     const int wm = warps / wn;
     if (m % (wm * 16) != 0 || n % (wn * 16) != 0) continue;
     const long cost = static_cast<long>(m) * wn + static_cast<long>(n) * wm;
+    if (best_cost < 0 || cost < best_cost) {
+      best = wn;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+//! Warps along the channels of the paired ("gates in registers") MMA warp grid of the fused forward
+//! (block/fused_gates.cuh): each warp owns WarpM token rows and the same N channels of gx and of ga, so an
+//! M x (2·WidthTile) x K product is split over warps_m x warps_n warps with WidthTile % (8·warps_n) == 0 and
+//! M % (16·warps_m) == 0. The cost is mma_warps_n's (operand bytes read from shared memory per k step:
+//! M·K·warps_n + 2·WidthTile·K·warps_m), the first of equal costs winning. Returns 0 when no split fits.
+constexpr int paired_mma_warps_n(int m, int width_tile, int warps) {
+  int best = 0;
+  long best_cost = -1;
+  for (int wn = 1; wn <= warps; wn *= 2) {
+    if (warps % wn != 0) continue;
+    const int wm = warps / wn;
+    if (m % (wm * 16) != 0 || width_tile % (wn * 8) != 0) continue;
+    const long cost = static_cast<long>(m) * wn + 2L * width_tile * wm;
     if (best_cost < 0 || cost < best_cost) {
       best = wn;
       best_cost = cost;
@@ -170,6 +192,26 @@ struct ForwardConfig {
                      TimeChunk_ % kSimtRows == 0 && ProducerThreads_ % (kProjCols / kSimtCols) == 0),
                 "ForwardConfig: fp32 fused projection needs TimeChunk·2·WidthTile a multiple of 4·ProducerThreads, "
                 "ProducerThreads a multiple of WidthTile/2");
+
+  // ---- gates in registers (fused mode, block/fused_gates.cuh) ------------------------------------------------
+  //! The fused forward can compute a_bar and u straight from the projection's accumulators when each producer
+  //! thread can hold gx and ga of the same (token, channel): tensor cores: a paired warp grid of
+  //! kPairedWarpsM x kPairedWarpsN warps, each owning kPairedWarpM rows x kPairedWarpN channels of both gx and
+  //! ga; SIMT (fp32): each thread kPairedSimtRows rows x 4 channels of both. Where neither fits (small custom
+  //! tiles), the kernel keeps the shared-memory path (project_chunk, a producer barrier, gate_phase).
+  static constexpr int kPairedWarpsN =
+      kFused && kTensorCores ? detail::paired_mma_warps_n(TimeChunk_, WidthTile_, kWarps) : 0;
+  static constexpr int kPairedWarpsM = kPairedWarpsN > 0 ? kWarps / kPairedWarpsN : 0;
+  static constexpr int kPairedWarpM = kPairedWarpsM > 0 ? TimeChunk_ / kPairedWarpsM : 0;
+  static constexpr int kPairedWarpN = kPairedWarpsN > 0 ? WidthTile_ / kPairedWarpsN : 0;
+  //! SIMT: WidthTile / 4 column groups, ProducerThreads / (WidthTile / 4) row groups of kPairedSimtRows rows.
+  static constexpr bool kPairedSimtFits = ProducerThreads_ % (WidthTile_ / 4) == 0 &&
+                                          (TimeChunk_ * (WidthTile_ / 4)) % ProducerThreads_ == 0 &&
+                                          TimeChunk_ * (WidthTile_ / 4) >= ProducerThreads_;
+  static constexpr int kPairedSimtRows = kPairedSimtFits ? TimeChunk_ * (WidthTile_ / 4) / ProducerThreads_ : 0;
+  //! Whether the fused forward computes the gates in registers (otherwise through the gate tile in shared memory).
+  static constexpr bool kGatesInRegisters =
+      kFused && (kTensorCores ? kPairedWarpsN > 0 : kPairedSimtRows > 0);
 
   // ---- warp specialisation (kernels/forward_kernel.cuh) ---------------------------------------------------
   //! `ProducerThreads` are the producer threads (load, projection, gate math); `kScanWarps` more warps consume the

@@ -88,11 +88,37 @@ void check_chunk_independence(const std::vector<std::int64_t>& lengths, bool pac
   CHECK_FALSE(different == sequential);
 }
 
+//! The sequential forward's producer paths against the chunked forward, bitwise: each `Seqs` is a sequential
+//! ForwardConfig of the same element, block width, reset policy and mode as the shipped one (and TimeChunk 64,
+//! the checkpoint chunk of the problem), run through Forward<>; the reference is the shipped chunked forward,
+//! which projects into its gate tile and computes the gates from shared memory (block/chunk_gates.cuh). So a
+//! configuration with Config::kGatesInRegisters (block/fused_gates.cuh) is checked against the shared-memory path,
+//! and one without against it too.
+template <class E, class Policy, int BlockWidth, class... Seqs>
+void check_sequential_tilings(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
+  using Shipped = Sequential<E, Policy, GateMode::kFused, BlockWidth>;
+  const std::int64_t H = 2;
+  const std::int64_t W = H * BlockWidth;
+  INFO("policy=" << Policy::kName << " w=" << BlockWidth << " packed=" << packed << " h0=" << with_h0);
+  const Problem p = rglru_test::make_problem<E>(W, H, lengths, packed, GateMode::kFused, Policy::kMode, with_h0);
+  const Outputs chunked =
+      run_op<E, hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Shipped>::type>>(p);
+  int variant = 0;
+  for (const Outputs& other : {run_op<E, hawk::rglru::Forward<Shipped>>(p), run_op<E, hawk::rglru::Forward<Seqs>>(p)...}) {
+    INFO("variant " << variant++ << " (0: the shipped sequential configuration)");
+    CHECK(other.y == chunked.y);
+    CHECK(other.h_final == chunked.h_final);
+    CHECK(other.decay == chunked.decay);
+    CHECK(other.checkpoints == chunked.checkpoints);
+  }
+}
+
 // L = 1, 2, odd, not a multiple of the chunk, exactly one chunk, an empty sequence, several chunks; resets at
 // t = 0, mid-chunk, on chunk edges (64, 128) and on consecutive tokens (make_problem's flag pattern).
 const std::vector<std::int64_t> kPackedLengths = {1, 2, 0, 129, 255, 64, 300, 513, 17, 128};
 
 using hawk::rglru::ChunkedForwardConfig;
+using hawk::rglru::ForwardConfig;
 using hawk::rglru::NoReset;
 using hawk::rglru::ResetAtSequenceStart;
 using hawk::rglru::ResetFlags;
@@ -131,6 +157,61 @@ TEST_CASE("the chunked forward gives the sequential forward's bits for every chu
   SECTION("bf16 gate-logits, no reset, packed") {
     check_chunk_independence<Bf16, NoReset, kLogits, 0,
                              ChunkedForwardConfig<Bf16, 0, 32, 192, 64, 256, NoReset, kLogits>>(kPackedLengths, true, false);
+  }
+}
+
+// Every shipped fused configuration computes its gates in registers (block/fused_gates.cuh); the invariance
+// and per-dtype tests run them through the dispatch.
+template <class E, int BlockWidth>
+constexpr bool kShippedInRegisters =
+    Sequential<E, NoReset, kFused, BlockWidth>::kGatesInRegisters &&
+    Sequential<E, ResetAtSequenceStart, kFused, BlockWidth>::kGatesInRegisters &&
+    Sequential<E, ResetFlags, kFused, BlockWidth>::kGatesInRegisters;
+static_assert(kShippedInRegisters<__nv_bfloat16, 64> && kShippedInRegisters<__nv_bfloat16, 128> &&
+                  kShippedInRegisters<__nv_bfloat16, 256> && kShippedInRegisters<__half, 64> &&
+                  kShippedInRegisters<__half, 128> && kShippedInRegisters<__half, 256> &&
+                  kShippedInRegisters<float, 64> && kShippedInRegisters<float, 128> && kShippedInRegisters<float, 256>,
+              "a shipped fused configuration fell back to the shared-memory gate path");
+
+TEST_CASE("the sequential forward's gates in registers give the shared-memory path's bits for every warp tiling",
+          "[rglru][forward][chunked][gates]") {
+  using Bf16 = __nv_bfloat16;
+  // The sweep's candidates (bench/rglru/sweep_rglru_forward_configs.cu) and tilings of every shape: width tiles
+  // 8 .. 64, 4 .. 16 producer warps, 3 stages; one fp32 configuration without a paired tiling (the shared-memory
+  // path).
+  using W128Tile16 = ForwardConfig<Bf16, 128, 16, 64, 256, ResetFlags, kFused>;
+  using W128Tile64 = ForwardConfig<Bf16, 128, 64, 64, 256, ResetFlags, kFused>;
+  using W128Warps4 = ForwardConfig<Bf16, 128, 32, 64, 128, ResetFlags, kFused>;
+  using W128Warps16 = ForwardConfig<Bf16, 128, 32, 64, 512, ResetFlags, kFused>;
+  using W128Stages3 = ForwardConfig<Bf16, 128, 32, 64, 256, ResetFlags, kFused, 3>;
+  static_assert(W128Tile16::kGatesInRegisters && W128Tile64::kGatesInRegisters && W128Warps4::kGatesInRegisters &&
+                W128Warps16::kGatesInRegisters && W128Stages3::kGatesInRegisters, "");
+  using W256Tile8 = ForwardConfig<Bf16, 256, 8, 64, 128, NoReset, kFused>;
+  using W256Tile32 = ForwardConfig<Bf16, 256, 32, 64, 256, NoReset, kFused>;
+  static_assert(W256Tile8::kGatesInRegisters && W256Tile32::kGatesInRegisters, "");
+  using W64Tile32 = ForwardConfig<Bf16, 64, 32, 64, 256, ResetAtSequenceStart, kFused>;
+  using F32W128Tile16 = ForwardConfig<float, 128, 16, 64, 256, ResetFlags, kFused>;
+  // fp32 with 8 channels and 256 threads: too few (row, 4-channel) blocks for a paired SIMT tiling, so the
+  // shared-memory path (project_chunk, barrier, gate_phase). A tensor-core tiling pairs whenever the old one fits.
+  using F32W128Tile8Smem = ForwardConfig<float, 128, 8, 64, 256, ResetFlags, kFused>;
+  static_assert(F32W128Tile16::kGatesInRegisters && !F32W128Tile8Smem::kGatesInRegisters, "");
+  SECTION("bf16 w = 128, reset flags, h0, packed") {
+    check_sequential_tilings<Bf16, ResetFlags, 128, W128Tile16, W128Tile64, W128Warps4, W128Warps16, W128Stages3>(
+        kPackedLengths, true, true);
+  }
+  SECTION("bf16 w = 256, no reset, h0, packed") {
+    check_sequential_tilings<Bf16, NoReset, 256, W256Tile8, W256Tile32>(kPackedLengths, true, true);
+  }
+  SECTION("bf16 w = 64, reset at sequence start, dense L = 1, 2, 257") {
+    for (std::int64_t L : {1, 2, 257}) check_sequential_tilings<Bf16, ResetAtSequenceStart, 64, W64Tile32>({L, L, L}, false, true);
+  }
+  SECTION("fp16 w = 128 and w = 64, reset flags (the shipped configurations)") {
+    check_sequential_tilings<__half, ResetFlags, 128>(kPackedLengths, true, true);
+    check_sequential_tilings<__half, ResetFlags, 64>(kPackedLengths, true, false);
+  }
+  SECTION("fp32 (SIMT) w = 128 and w = 256, reset flags") {
+    check_sequential_tilings<float, ResetFlags, 128, F32W128Tile16, F32W128Tile8Smem>(kPackedLengths, true, true);
+    check_sequential_tilings<float, ResetFlags, 256>(kPackedLengths, true, true);
   }
 }
 

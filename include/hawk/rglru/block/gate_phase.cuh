@@ -49,6 +49,23 @@ __device__ __forceinline__ GateInputs gate_inputs(const typename Config::Element
   return in;
 }
 
+//! Whether token row r of a chunk is a reset token, by the configuration's reset policy: the sequence's first
+//! token (ResetAtSequenceStart), or a set flag inside the sequence (ResetFlags; `reset_flags` points at the
+//! chunk's first token's flag, rows past `valid` are never resets). The forward's gate phases (gate_phase below,
+//! fused_gate_phase in block/fused_gates.cuh) both ask here.
+template <class Config>
+__device__ __forceinline__ bool row_is_reset(const std::uint8_t* reset_flags, std::int64_t chunk_start, int r,
+                                             int valid) {
+  using Policy = typename Config::ResetPolicy;
+  if constexpr (Policy::kMode == ResetMode::kSequenceStart) {
+    return chunk_start + r == 0;
+  } else if constexpr (Policy::kMode == ResetMode::kFlags) {
+    return r < valid && reset_flags[r] != 0;
+  } else {
+    return false;
+  }
+}
+
 //! The forward's gate phase over one chunk, by the kProducerThreads producers: gates[r] <- (a_bar | u) for
 //! every row r < TimeChunk, in place (this thread's channel is thread % WidthTile, whose -c · softplus(a_param)
 //! is `log_a_coeff`). `chunk_start` is the chunk's first token in its sequence and `valid` its rows inside the
@@ -58,7 +75,6 @@ template <class Config>
 __device__ __forceinline__ void gate_phase(const typename Config::Element* stage, float* gates,
                                            const std::uint8_t* reset_flags, std::int64_t chunk_start, int valid,
                                            float log_a_coeff, int col_in_block, int thread) {
-  using Policy = typename Config::ResetPolicy;
   constexpr int kWT = Config::kWidthTile;
   constexpr int kGS = Config::kGateStride;
   constexpr int kRowsPerPass = Config::kProducerThreads / kWT;
@@ -66,12 +82,7 @@ __device__ __forceinline__ void gate_phase(const typename Config::Element* stage
 #pragma unroll 2
   for (int r = thread / kWT; r < Config::kTimeChunk; r += kRowsPerPass) {
     const GateInputs in = gate_inputs<Config>(stage, gates, r, c, col_in_block);
-    bool reset = false;
-    if constexpr (Policy::kMode == ResetMode::kSequenceStart) {
-      reset = chunk_start + r == 0;
-    } else if constexpr (Policy::kMode == ResetMode::kFlags) {
-      reset = r < valid && reset_flags[r] != 0;
-    }
+    const bool reset = row_is_reset<Config>(reset_flags, chunk_start, r, valid);
     const TokenGates g = token_gates(in.x, in.gx, in.ga, log_a_coeff, reset);
     gates[r * kGS + c] = g.a_bar;
     gates[r * kGS + kWT + c] = g.u;

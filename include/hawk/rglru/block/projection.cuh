@@ -70,6 +70,45 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const std::uint32_t 
   }
 }
 
+//! The m16n8k16 A fragments of rows [m0, m0 + 16·TilesM), k [k0, k0 + 16) of row-major A [.][lda], one
+//! ldmatrix.x4 per 16-row tile. Matrices: 0 = (rows 0-7, k 0-7), 1 = (rows 8-15, k 0-7), 2 = (rows 0-7, k 8-15),
+//! 3 = (rows 8-15, k 8-15): registers a0..a3 of the fragment in order.
+template <class Element, int TilesM>
+__device__ __forceinline__ void load_a_fragments(std::uint32_t (&a_frag)[TilesM][4], const Element* a, int lda, int m0,
+                                                 int k0, int lane) {
+  const int row8 = lane & 7;     // row within the 8x8 matrix this lane addresses
+  const int matrix = lane >> 3;  // which of the four 8x8 matrices
+#pragma unroll
+  for (int i = 0; i < TilesM; ++i) {
+    const int m = m0 + i * 16;
+    const Element* p = a + static_cast<long>(m + row8 + (matrix & 1) * 8) * lda + k0 + (matrix >> 1) * 8;
+    ldmatrix_x4(a_frag[i], p);
+  }
+}
+
+//! The m16n8k16 B fragments (b0, b1) of two n8 tiles of row-major B [K][ldb], k [k0, k0 + 16), in one
+//! ldmatrix.x4.trans: the tile at columns [n_first, n_first + 8) and the one at [n_second, n_second + 8).
+//! Matrices 0 = (k 0-7, n_first), 1 = (k 8-15, n_first), 2 = (k 0-7, n_second), 3 = (k 8-15, n_second); each 8x8
+//! block is transposed on load into the fragment layout. A fragment's content depends only on its k rows and
+//! its 8 columns, not on which tile it was loaded beside (WarpMma loads n and n + 8 together, the paired
+//! projection gx's and ga's column c together).
+template <class Element>
+__device__ __forceinline__ void load_b_fragment_pair(std::uint32_t (&first)[2], std::uint32_t (&second)[2],
+                                                     const Element* b, int ldb, int n_first, int n_second, int k0,
+                                                     int lane) {
+  const int row8 = lane & 7;
+  const int matrix = lane >> 3;
+  std::uint32_t regs[4];
+  // (matrix >> 1) · (n_second - n_first): with n_second = n_first + 8 the original address arithmetic, folded.
+  const Element* p =
+      b + static_cast<long>(k0 + row8 + (matrix & 1) * 8) * ldb + n_first + (matrix >> 1) * (n_second - n_first);
+  ldmatrix_x4_trans(regs, p);
+  first[0] = regs[0];
+  first[1] = regs[1];
+  second[0] = regs[2];
+  second[1] = regs[3];
+}
+
 }  // namespace detail
 
 //! One warp's WarpM x WarpN tile of C = A · B with fp32 accumulators in registers.
@@ -99,31 +138,14 @@ struct WarpMma {
   //! `a` and `b` are the operands' origins in shared memory with leading dimensions `lda`, `ldb` (elements).
   __device__ __forceinline__ void step(const Element* a, int lda, const Element* b, int ldb, int m0, int n0, int k0,
                                        int lane) {
-    const int row8 = lane & 7;        // row within the 8x8 matrix this lane addresses
-    const int matrix = lane >> 3;     // which of the four 8x8 matrices
     std::uint32_t a_frag[kTilesM][4];
-#pragma unroll
-    for (int i = 0; i < kTilesM; ++i) {
-      // Matrices: 0 = (rows 0-7, k 0-7), 1 = (rows 8-15, k 0-7), 2 = (rows 0-7, k 8-15), 3 = (rows 8-15, k 8-15):
-      // registers a0..a3 of the m16n8k16 A fragment in order.
-      const int m = m0 + i * 16;
-      const Element* p = a + static_cast<long>(m + row8 + (matrix & 1) * 8) * lda + k0 + (matrix >> 1) * 8;
-      detail::ldmatrix_x4(a_frag[i], p);
-    }
+    detail::load_a_fragments<Element, kTilesM>(a_frag, a, lda, m0, k0, lane);
     std::uint32_t b_frag[kTilesN][2];
 #pragma unroll
     for (int j = 0; j < kTilesN; j += 2) {
-      // Two n8 tiles per ldmatrix.x4: matrices 0 = (k 0-7, n 0-7), 1 = (k 8-15, n 0-7), 2 = (k 0-7, n 8-15),
-      // 3 = (k 8-15, n 8-15) -> b0, b1 of tile j and b0, b1 of tile j + 1.
+      // Two adjacent n8 tiles per ldmatrix.x4: columns n .. n+7 -> tile j, n+8 .. n+15 -> tile j + 1.
       const int n = n0 + j * 8;
-      std::uint32_t regs[4];
-      // B is stored [K][N] (k rows): each 8x8 block is transposed on load into the fragment layout.
-      const Element* p = b + static_cast<long>(k0 + row8 + (matrix & 1) * 8) * ldb + n + (matrix >> 1) * 8;
-      detail::ldmatrix_x4_trans(regs, p);
-      b_frag[j][0] = regs[0];
-      b_frag[j][1] = regs[1];
-      b_frag[j + 1][0] = regs[2];
-      b_frag[j + 1][1] = regs[3];
+      detail::load_b_fragment_pair<Element>(b_frag[j], b_frag[j + 1], b, ldb, n, n + 8, k0, lane);
     }
 #pragma unroll
     for (int i = 0; i < kTilesM; ++i)
@@ -153,6 +175,70 @@ struct WarpMma {
         f(i * 16 + g, j * 8 + 2 * q, acc[i][j][0], acc[i][j][1]);
         f(i * 16 + g + 8, j * 8 + 2 * q, acc[i][j][2], acc[i][j][3]);
       }
+  }
+};
+
+//! One warp's share of the paired product (gates in registers, block/fused_gates.cuh): WarpM rows x WarpN
+//! columns starting at n0 of C = A · B and the same rows x WarpN columns starting at n0 + `second` (the fused
+//! projection's gx at column c and ga at column WidthTile + c), fp32 accumulators in registers.
+//!
+//! Each accumulator is WarpMma's: the same A fragment of its 16 rows, the same B fragment of its 8 columns, one
+//! m16n8k16 per k step, k ascending from a zero accumulator (`multiply`). Only the pairing of columns differs,
+//! which no output element depends on.
+//!
+//! Accumulator layout: with g = lane / 4 and q = lane % 4, `first[i][j][e]` (`second[i][j][e]`) is the element at
+//! row i·16 + g + 8·(e / 2), column j·8 + 2·q + (e % 2) of the warp's first (second) column range.
+template <class Element, int WarpM, int WarpN>
+struct PairedWarpMma {
+  static_assert(std::is_same<Element, __half>::value || std::is_same<Element, __nv_bfloat16>::value,
+                "PairedWarpMma: tensor-core element must be __half or __nv_bfloat16");
+  static_assert(WarpM % 16 == 0 && WarpN % 8 == 0, "PairedWarpMma: the warp tile must be a multiple of 16 x 8");
+  static constexpr int kTilesM = WarpM / 16;
+  static constexpr int kTilesN = WarpN / 8;
+
+  float first[kTilesM][kTilesN][4];
+  float second[kTilesM][kTilesN][4];
+
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int i = 0; i < kTilesM; ++i)
+#pragma unroll
+      for (int j = 0; j < kTilesN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          first[i][j][e] = 0.0f;
+          second[i][j][e] = 0.0f;
+        }
+  }
+
+  //! One k step: first += A[m0 : m0+WarpM, k0 : k0+16] · B[k0 : k0+16, n0 : n0+WarpN], second the same at
+  //! columns n0 + second_offset.
+  __device__ __forceinline__ void step(const Element* a, int lda, const Element* b, int ldb, int m0, int n0,
+                                       int second_offset, int k0, int lane) {
+    std::uint32_t a_frag[kTilesM][4];
+    detail::load_a_fragments<Element, kTilesM>(a_frag, a, lda, m0, k0, lane);
+    std::uint32_t b_first[kTilesN][2], b_second[kTilesN][2];
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j) {
+      const int n = n0 + j * 8;
+      detail::load_b_fragment_pair<Element>(b_first[j], b_second[j], b, ldb, n, n + second_offset, k0, lane);
+    }
+#pragma unroll
+    for (int i = 0; i < kTilesM; ++i)
+#pragma unroll
+      for (int j = 0; j < kTilesN; ++j) {
+        detail::mma_m16n8k16<Element>(first[i][j], a_frag[i], b_first[j][0], b_first[j][1]);
+        detail::mma_m16n8k16<Element>(second[i][j], a_frag[i], b_second[j][0], b_second[j][1]);
+      }
+  }
+
+  //! The whole k range, k ascending (WarpMma::multiply's summation order).
+  template <int K>
+  __device__ __forceinline__ void multiply(const Element* a, int lda, const Element* b, int ldb, int m0, int n0,
+                                           int second_offset, int lane) {
+    static_assert(K % 16 == 0, "PairedWarpMma::multiply: K must be a multiple of 16");
+#pragma unroll 4
+    for (int k0 = 0; k0 < K; k0 += 16) step(a, lda, b, ldb, m0, n0, second_offset, k0, lane);
   }
 };
 
@@ -229,6 +315,124 @@ __device__ __forceinline__ void block_simt_project(const float* a, int lda, cons
   }
 }
 
+//! The paired twin of block_mma_project (gates in registers): the same products gx[m][c] = Σ_k a[m][k]·b[k][c]
+//! + bias[c] and ga[m][c] = Σ_k a[m][k]·b[k][WT + c] + bias[WT + c] for c < WT, M x (2·WT) x K, but each warp of
+//! the WarpsM x WarpsN grid owns (M / WarpsM) rows x (WT / WarpsN) channels of both, and nothing is stored: for
+//! every pair of adjacent channels (col, col + 1) of a row the thread holds, it calls
+//! f(row, group, col, gx[2], ga[2]) (bias added; `group` in [0, kGroups) names the thread's column group, the
+//! same for all its rows: its channels are `column(thread, group)` + 0, 1). No barrier inside.
+template <class Element, int M, int WT, int K, int WarpsM, int WarpsN>
+struct BlockMmaGatePairs {
+  static_assert(M % (WarpsM * 16) == 0 && WT % (WarpsN * 8) == 0, "BlockMmaGatePairs: warp grid does not tile");
+  static constexpr int kWarpM = M / WarpsM;
+  static constexpr int kWarpN = WT / WarpsN;
+  static constexpr int kGroups = kWarpN / 8;
+  static constexpr int kGroupWidth = 2;
+
+  //! The first of the kGroupWidth channels of `thread`'s column group `group`.
+  __device__ static int column(int thread, int group) {
+    const int warp = thread >> 5;
+    const int q = thread & 3;
+    return (warp % WarpsN) * kWarpN + group * 8 + 2 * q;
+  }
+
+  template <class F>
+  __device__ __forceinline__ static void project(const Element* a, int lda, const Element* b, int ldb,
+                                                 const float* bias, int thread, F&& f) {
+    const int warp = thread >> 5;
+    const int lane = thread & 31;
+    if (warp >= WarpsM * WarpsN) return;
+    const int m0 = (warp / WarpsN) * kWarpM;
+    const int n0 = (warp % WarpsN) * kWarpN;
+    PairedWarpMma<Element, kWarpM, kWarpN> mma;
+    mma.clear();
+    mma.template multiply<K>(a, lda, b, ldb, m0, n0, WT, lane);
+    const int g = lane >> 2;
+    const int q = lane & 3;
+#pragma unroll
+    for (int i = 0; i < PairedWarpMma<Element, kWarpM, kWarpN>::kTilesM; ++i)
+#pragma unroll
+      for (int j = 0; j < kGroups; ++j) {
+        const int col = n0 + j * 8 + 2 * q;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // rows g and g + 8 of the m16 tile: accumulators 2·half, 2·half + 1
+          float gx[2], ga[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            gx[e] = mma.first[i][j][2 * half + e] + bias[col + e];
+            ga[e] = mma.second[i][j][2 * half + e] + bias[WT + col + e];
+          }
+          f(m0 + i * 16 + g + 8 * half, j, col, gx, ga);
+        }
+      }
+  }
+};
+
+//! The paired twin of block_simt_project (fp32, SIMT): each thread owns `Rows` rows x 4 channels of both gx
+//! (columns [n, n + 4)) and ga (columns WT + [n, n + 4)), every element accumulated with fmaf over k = 0, 1, ...,
+//! K-1 from zero and then biased, as in block_simt_project, and calls f(row, 0, n, gx[4], ga[4]) per row.
+template <int M, int WT, int K, int Threads, int Rows>
+struct BlockSimtGatePairs {
+  static constexpr int kColGroups = WT / 4;
+  static constexpr int kRowGroups = Threads / kColGroups;
+  static_assert(WT % 4 == 0 && Threads % kColGroups == 0 && kRowGroups * Rows == M && K % 4 == 0,
+                "BlockSimtGatePairs: thread layout does not tile the output");
+  static constexpr int kGroups = 1;
+  static constexpr int kGroupWidth = 4;
+
+  __device__ static int column(int thread, int /*group*/) { return (thread % kColGroups) * 4; }
+
+  template <class F>
+  __device__ __forceinline__ static void project(const float* a, int lda, const float* b, int ldb, const float* bias,
+                                                 int thread, F&& f) {
+    const int n = column(thread, 0);
+    const int m0 = (thread / kColGroups) * Rows;
+    float acc_x[Rows][4], acc_a[Rows][4];
+#pragma unroll
+    for (int i = 0; i < Rows; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        acc_x[i][c] = 0.0f;
+        acc_a[i][c] = 0.0f;
+      }
+#pragma unroll 2
+    for (int k0 = 0; k0 < K; k0 += 4) {
+      float4 bx[4], ba[4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        bx[kk] = *reinterpret_cast<const float4*>(b + static_cast<long>(k0 + kk) * ldb + n);
+        ba[kk] = *reinterpret_cast<const float4*>(b + static_cast<long>(k0 + kk) * ldb + WT + n);
+      }
+#pragma unroll
+      for (int i = 0; i < Rows; ++i) {
+        const float4 av = *reinterpret_cast<const float4*>(a + static_cast<long>(m0 + i) * lda + k0);
+        const float a_k[4] = {av.x, av.y, av.z, av.w};
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          acc_x[i][0] = fmaf(a_k[kk], bx[kk].x, acc_x[i][0]);
+          acc_x[i][1] = fmaf(a_k[kk], bx[kk].y, acc_x[i][1]);
+          acc_x[i][2] = fmaf(a_k[kk], bx[kk].z, acc_x[i][2]);
+          acc_x[i][3] = fmaf(a_k[kk], bx[kk].w, acc_x[i][3]);
+          acc_a[i][0] = fmaf(a_k[kk], ba[kk].x, acc_a[i][0]);
+          acc_a[i][1] = fmaf(a_k[kk], ba[kk].y, acc_a[i][1]);
+          acc_a[i][2] = fmaf(a_k[kk], ba[kk].z, acc_a[i][2]);
+          acc_a[i][3] = fmaf(a_k[kk], ba[kk].w, acc_a[i][3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Rows; ++i) {
+      float gx[4], ga[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        gx[c] = acc_x[i][c] + bias[n + c];
+        ga[c] = acc_a[i][c] + bias[WT + n + c];
+      }
+      f(m0 + i, 0, n, gx, ga);
+    }
+  }
+};
+
 //! The fused gate projection of one staged chunk as the RG-LRU kernels run it, for a ForwardConfig (the backward
 //! passes its PairedForward): gates[r][0:WT] = gx, gates[r][WT:2WT] = ga for the TimeChunk rows of `stage`, on
 //! tensor cores (bf16, fp16) or the SIMT pipes (fp32), by the kProducerThreads threads. No barrier inside.
@@ -247,6 +451,18 @@ __device__ __forceinline__ void project_chunk(const typename Config::Element* st
                                           Config::kGateStride, thread);
   }
 }
+
+//! The paired projection of one staged chunk for a ForwardConfig with kGatesInRegisters (the fused forward's
+//! gates in registers): the gx, ga of project_chunk, bit for bit, handed to a callback instead of the gate tile.
+//! `Pairs::project(stage, weights, bias, thread, f)` calls f(row, group, col, gx[kGroupWidth], ga[kGroupWidth])
+//! for the channels col .. col + kGroupWidth - 1 of token row `row`; `Pairs::column(thread, group)` is that col.
+template <class Config>
+using ChunkGatePairs = typename std::conditional<
+    Config::kTensorCores,
+    BlockMmaGatePairs<typename Config::Element, Config::kTimeChunk, Config::kWidthTile, Config::kBlockWidth,
+                      Config::kPairedWarpsM, Config::kPairedWarpsN>,
+    BlockSimtGatePairs<Config::kTimeChunk, Config::kWidthTile, Config::kBlockWidth, Config::kProducerThreads,
+                       Config::kPairedSimtRows>>::type;
 
 #endif  // __CUDACC__
 

@@ -2,8 +2,9 @@
 //! \file
 //! The RG-LRU forward kernel: sequential in time, parallel over (sequence, width tile). See config.cuh for the
 //! CTA's pipeline. The kernel orchestrates block-level pieces: producers load (block/token_loader.cuh), project
-//! (block/projection.cuh), compute gates (block/gate_phase.cuh) and hand the tile over (block/hand_off.cuh);
-//! the scan warps run `forward_scan` below. Its parameters: rglru/params.hpp.
+//! and compute gates (fused mode with Config::kGatesInRegisters: block/fused_gates.cuh, in one pass from the MMA
+//! accumulators; otherwise block/projection.cuh into the gate tile, then block/gate_phase.cuh) and hand the tile
+//! over (block/hand_off.cuh); the scan warps run `forward_scan` below. Its parameters: rglru/params.hpp.
 //!
 //! Bits: a channel's carry advances strictly token by token through `recurrence_step`, its gates come from
 //! `token_gates` (gate_math.hpp), and its projection from one fixed-order dot product per token
@@ -16,6 +17,7 @@
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
+#include "hawk/rglru/block/fused_gates.cuh"
 #include "hawk/rglru/block/gate_phase.cuh"
 #include "hawk/rglru/block/hand_off.cuh"
 #include "hawk/rglru/block/projection.cuh"
@@ -170,8 +172,8 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
 
   // ---- producers ------------------------------------------------------------------------------------------
   const detail::TileColumns columns = detail::tile_columns<Config>(col0);
-  // The gate phase: this thread's channel is fixed, so is its -c · softplus(a_param).
-  const float log_a_coeff = log_a_coefficient(p.a_param[col0 + thread % kWT]);
+  // The gate phase: this thread's channels are fixed, so are their -c · softplus(a_param).
+  const auto log_a_coeff = detail::gate_coefficients<Config>(p.a_param, col0, thread);
   auto issue_chunk = [&](int chunk) {  // chunk's inputs into its stage, chunk % Stages
     detail::load_chunk<Config>(p.x, p.gx, p.ga, p.width, stages + (chunk % kStages) * kStageElements, begin,
                                static_cast<std::int64_t>(chunk) * kC, length, columns.input_col0, thread);
@@ -207,15 +209,22 @@ __global__ void __launch_bounds__(Config::kKernelThreads) forward_kernel(const F
     // The scan warps finished chunk - 2, the previous user of this gate tile.
     if (chunk >= Config::kGateTiles) hand_off.empty(gate_tile).arrive_and_wait();
 
-    // (B) fused: gates[r][0:WT] = gx, gates[r][WT:2WT] = ga, complete for every producer after the barrier.
-    if constexpr (Config::kFused) {
-      project_chunk<Config>(stage, weights, bias, gates, thread);
-      detail::named_barrier_sync(detail::kProducerBarrier, Config::kProducerThreads);
-    }
-    // (C) gates[r] <- (a_bar | u) of [TimeChunk, WidthTile], then hand the tile to the scan warps.
     const std::uint8_t* reset_flags = Policy::kMode == ResetMode::kFlags ? p.reset + (begin + chunk_start) : nullptr;
-    detail::gate_phase<Config>(stage, gates, reset_flags, chunk_start, valid, log_a_coeff, columns.col_in_block,
-                               thread);
+    if constexpr (Config::kGatesInRegisters) {
+      // (B) gates[r] <- (a_bar | u) of [TimeChunk, WidthTile] straight from each warp's accumulators.
+      detail::fused_gate_phase<Config>(stage, weights, bias, gates, reset_flags, chunk_start, valid, log_a_coeff,
+                                       columns.col_in_block, thread);
+    } else {
+      // (B) fused: gates[r][0:WT] = gx, gates[r][WT:2WT] = ga, complete for every producer after the barrier.
+      if constexpr (Config::kFused) {
+        project_chunk<Config>(stage, weights, bias, gates, thread);
+        detail::named_barrier_sync(detail::kProducerBarrier, Config::kProducerThreads);
+      }
+      // (C) gates[r] <- (a_bar | u) of [TimeChunk, WidthTile].
+      detail::gate_phase<Config>(stage, gates, reset_flags, chunk_start, valid, log_a_coeff, columns.col_in_block,
+                                 thread);
+    }
+    // Hand the tile to the scan warps (each producer arrives after its own stores of a_bar | u).
     detail::HandOff<Config>::signal(hand_off.full(gate_tile));
   }
   cp_async_wait<0>();  // nothing may be in flight at exit (the trailing groups are empty)
