@@ -9,6 +9,15 @@ PyTorch step as a yardstick for what the framework itself costs on this machine:
   hawk_forward_nograd   hawk_torch.rglru(...) under torch.no_grad()         (Python checks + one op + its kernel)
   hawk_forward_grad     the same with autograd recording (the saved tensors, the rounded weights)
   hawk_step             forward + torch.autograd.grad (what compare_torch.py reports)
+  hawk_forward_op       torch.ops.hawk.rglru_forward called directly under torch.no_grad() (the wrapper's
+                        arguments, fp32 master weights: no Python checks, the operator and its kernel)
+  hawk_backward_op      torch.ops.hawk.rglru_backward called directly under torch.no_grad() with a saved forward's
+                        inputs (weights rounded, fp32 checkpoints): the backward operator alone, through the
+                        dispatcher (Autograd key, then CUDA) as a traced backward calls it
+  hawk_backward_graph   torch.autograd.grad(retain_graph=True) on one recorded forward: the autograd node, the
+                        engine and the backward as an eager step runs it (the formula calls the CUDA
+                        implementation directly)
+  torch_mul_backward    the same for y = x * s (PyTorch's floor for the backward alone)
   gate_residual_*       the same split for hawk_torch.gate_residual (default call and uniform layout)
 
 Each row gives CPU time (time.process_time, every thread), the main thread's CPU time (time.thread_time) and wall
@@ -84,6 +93,34 @@ def main():
         y, _ = hawk_torch.rglru(x, *params)
         return torch.autograd.grad(y, [x, *params], dy)
 
+    # The operators called directly, with the arguments hawk_torch.rglru passes (reset at each sequence start).
+    reset_sequence_start = 1
+    op_args = (x, Wx, bx, Wa, ba, None, None, a_param, None, None, None, H, reset_sequence_start)
+
+    def hawk_forward_op():
+        with torch.no_grad():
+            return torch.ops.hawk.rglru_forward.default(*op_args, False, True)
+
+    with torch.no_grad():  # a saved forward: the rounded weights and the checkpoints the backward reads
+        wx, wa = Wx.detach().to(x.dtype), Wa.detach().to(x.dtype)
+        saved_args = (x.detach(), wx, bx.detach(), wa, ba.detach(), None, None, a_param.detach(), None, None, None)
+        _, _, checkpoints = torch.ops.hawk.rglru_forward.default(*saved_args, H, reset_sequence_start, True, True)
+
+    def hawk_backward_op():
+        with torch.no_grad():
+            return torch.ops.hawk.rglru_backward.default(*saved_args, checkpoints, dy, None, H, reset_sequence_start,
+                                                         False, True)
+
+    y_kept, _ = hawk_torch.rglru(x, *params)
+
+    def hawk_backward_graph():
+        return torch.autograd.grad(y_kept, [x, *params], dy, retain_graph=True)
+
+    y_mul = x * s
+
+    def torch_mul_backward():
+        return torch.autograd.grad(y_mul, [x, s], dy, retain_graph=True)
+
     N, D, S = 32768, 3072, 3
     G = (N + S - 1) // S  # every row's gate row exists
     idx = torch.arange(N, device=dev) // S
@@ -103,6 +140,8 @@ def main():
 
     stages = [("torch_mul_grad", torch_mul_grad), ("hawk_forward_nograd", hawk_forward_nograd),
               ("hawk_forward_grad", hawk_forward_grad), ("hawk_step", hawk_step),
+              ("hawk_forward_op", hawk_forward_op), ("hawk_backward_op", hawk_backward_op),
+              ("hawk_backward_graph", hawk_backward_graph), ("torch_mul_backward", torch_mul_backward),
               ("gate_residual_default_nograd", gr_default_nograd), ("gate_residual_default_step", gr_default_step),
               ("gate_residual_uniform_step", gr_uniform_step)]
     results = []

@@ -14,7 +14,10 @@
 //! allocates no workspace). Inside the library (core/launch_attributes.hpp) the device's shared-memory opt-in
 //! limit is asked once per device and cudaFuncSetAttribute runs once per (kernel, device); what remains per
 //! call is a cudaGetDevice (a thread-local read) and the launches themselves (the --profile mode of
-//! bench/compare_torch.py lists the host's time by operation).
+//! bench/compare_torch.py lists the host's time by operation). An eager autograd formula on plain CUDA tensors
+//! calls the CUDA implementation directly instead of the operator (one dispatcher entry for the forward, none
+//! for the backward), and the RG-LRU backward it runs allocates the fp32 parameter gradients in one piece and no
+//! empty tensor for the gradients the gate mode does not produce (the operator itself still returns them).
 //!
 //! Device checks (hawk/core/device_checks.cuh: cu_seqlens, state_index, idx and idx's declared layout live on
 //! the device) never synchronise here. Every validating call passes the device's sticky report word
@@ -28,6 +31,8 @@
 //! and the verdict of each replay goes to the report word.
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -442,11 +447,28 @@ Tensor rglru_decode_cuda(const Tensor& x, const OptTensor& Wx, const OptTensor& 
   return y;
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rglru_backward_cuda(
+using RGLRUGradients = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
+
+//! A contiguous fp32 tensor of `sizes` starting `offset` elements into `base`'s storage. The TensorImpl is made
+//! here, as at::empty makes its own (an ATen view operator would cost a dispatcher call per tensor).
+Tensor carve_f32(const Tensor& base, std::int64_t offset, c10::IntArrayRef sizes) {
+  Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(base.storage()),
+                                                      c10::DispatchKeySet(c10::DispatchKey::CUDA), base.dtype());
+  t.unsafeGetTensorImpl()->set_storage_offset(offset);
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
+//! The backward. `for_formula`: the caller is the autograd formula (RGLRUForwardFunction::backward) calling in
+//! directly, not the operator: the gradients the mode does not produce are left undefined (the formula drops
+//! them; the operator's schema returns empty tensors), and the fp32 parameter gradients (d a_param, dWx, dbx, dWa,
+//! dba, dh0) are carved from one allocation instead of one each (each gradient its own TensorImpl, contiguous,
+//! 256-byte aligned, none overlapping: autograd accumulates or hands them out as it would separate tensors).
+RGLRUGradients rglru_backward_impl(
     const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa, const OptTensor& ba,
     const OptTensor& gx, const OptTensor& ga, const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
     const OptTensor& cu_seqlens, const Tensor& checkpoints, const Tensor& dy, const OptTensor& dh_final,
-    std::int64_t num_blocks, std::int64_t reset_mode, bool want_dh0, bool validate) {
+    std::int64_t num_blocks, std::int64_t reset_mode, bool want_dh0, bool validate, bool for_formula) {
   check_cuda_contiguous(x, x, "x");
   const c10::cuda::CUDAGuard guard(x.device());
   const int device = static_cast<int>(x.get_device());
@@ -483,20 +505,45 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tenso
     a.dh_final = dh_final->data_ptr<float>();
   }
   const auto f32 = x.options().dtype(at::kFloat);
-  Tensor dx = at::empty_like(x);
-  Tensor da_param = at::empty({W}, f32);
-  Tensor dh0 = at::empty({want_dh0 ? N : 0, W}, f32);
   const bool fused = g.mode == hawk::rglru::GateMode::kFused;
-  // Gradients a mode does not produce are empty tensors (the schema has no optional outputs).
-  using Shape = std::vector<std::int64_t>;
-  const Shape weight_shape = fused ? Shape{H, w, w} : Shape{0};
-  const Shape bias_shape = fused ? Shape{H, w} : Shape{0};
-  Tensor dWx = at::empty(weight_shape, f32);
-  Tensor dWa = at::empty(weight_shape, f32);
-  Tensor dbx = at::empty(bias_shape, f32);
-  Tensor dba = at::empty(bias_shape, f32);
-  Tensor dgx = fused ? at::empty({0}, x.options()) : at::empty_like(x);
-  Tensor dga = fused ? at::empty({0}, x.options()) : at::empty_like(x);
+  Tensor dx = at::empty_like(x);
+  Tensor da_param, dh0, dWx, dWa, dbx, dba, dgx, dga;
+  if (for_formula) {
+    // One allocation for the fp32 parameter gradients (and dh0), each region rounded up to 64 floats.
+    auto padded = [](std::int64_t elements) { return (elements + 63) / 64 * 64; };
+    const std::int64_t weights = fused ? H * w * w : 0, biases = fused ? W : 0, states = want_dh0 ? N * W : 0;
+    const Tensor base = at::empty({padded(W) + 2 * padded(weights) + 2 * padded(biases) + padded(states)}, f32);
+    std::int64_t offset = 0;
+    auto take = [&](std::int64_t elements, c10::IntArrayRef sizes) {
+      Tensor t = carve_f32(base, offset, sizes);
+      offset += padded(elements);
+      return t;
+    };
+    da_param = take(W, {W});
+    if (fused) {
+      dWx = take(weights, {H, w, w});
+      dWa = take(weights, {H, w, w});
+      dbx = take(biases, {H, w});
+      dba = take(biases, {H, w});
+    } else {
+      dgx = at::empty_like(x);
+      dga = at::empty_like(x);
+    }
+    if (want_dh0) dh0 = take(states, {N, W});
+  } else {
+    da_param = at::empty({W}, f32);
+    dh0 = at::empty({want_dh0 ? N : 0, W}, f32);
+    // Gradients a mode does not produce are empty tensors (the schema has no optional outputs).
+    using Shape = std::vector<std::int64_t>;
+    const Shape weight_shape = fused ? Shape{H, w, w} : Shape{0};
+    const Shape bias_shape = fused ? Shape{H, w} : Shape{0};
+    dWx = at::empty(weight_shape, f32);
+    dWa = at::empty(weight_shape, f32);
+    dbx = at::empty(bias_shape, f32);
+    dba = at::empty(bias_shape, f32);
+    dgx = fused ? at::empty({0}, x.options()) : at::empty_like(x);
+    dga = fused ? at::empty({0}, x.options()) : at::empty_like(x);
+  }
   a.dx = dx.data_ptr();
   a.da_param = da_param.data_ptr<float>();
   if (want_dh0) a.dh0 = dh0.data_ptr<float>();
@@ -514,6 +561,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tenso
   throw_if_failed(rglru_backward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::rglru::backward");
   return {dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0};
+}
+
+RGLRUGradients rglru_backward_cuda(const Tensor& x, const OptTensor& Wx, const OptTensor& bx, const OptTensor& Wa,
+                                   const OptTensor& ba, const OptTensor& gx, const OptTensor& ga,
+                                   const Tensor& a_param, const OptTensor& reset, const OptTensor& h0,
+                                   const OptTensor& cu_seqlens, const Tensor& checkpoints, const Tensor& dy,
+                                   const OptTensor& dh_final, std::int64_t num_blocks, std::int64_t reset_mode,
+                                   bool want_dh0, bool validate) {
+  return rglru_backward_impl(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, checkpoints, dy, dh_final,
+                             num_blocks, reset_mode, want_dh0, validate, /*for_formula=*/false);
 }
 
 hawk::gate_residual::ProblemShape gate_residual_shape(const Tensor& rows, const Tensor& gate, const Tensor& idx,
@@ -609,9 +666,13 @@ std::tuple<Tensor, Tensor> gate_residual_backward_cuda(const Tensor& dout, const
 // ---------------------------------------------------------------------------------------------------------------
 // autograd (the Autograd key), in C++: an eager call runs no Python past its entry point's argument checks, and
 // the backward runs on the autograd engine's thread without the GIL. torch.compile (AOTAutograd) and opcheck
-// trace through these as through ATen's own formulas: every tensor operation here, the hawk operators included,
-// goes through the dispatcher (the backward calls hawk::rglru_backward / gate_residual_backward, whose fake
-// implementations are registered from Python).
+// trace through these as through ATen's own formulas: whenever a tensor carries, or the thread's dispatch state
+// holds, anything between the autograd keys and CUDA (FakeTensor, functionalization, a Python mode, functorch,
+// the tracer), every tensor operation here, the hawk operators included, goes through the dispatcher (the
+// backward calls hawk::rglru_backward / gate_residual_backward, whose fake implementations are registered from
+// Python). On plain CUDA tensors, and for the backward only without create_graph, the formulas call the CUDA
+// implementations themselves (dispatches_straight_to_cuda): what the dispatcher would have run, without its
+// round trips; the backward keeps a profiler range under the operator's name.
 // ---------------------------------------------------------------------------------------------------------------
 
 using torch::autograd::AutogradContext;
@@ -621,6 +682,30 @@ using torch::autograd::variable_list;
 template <class Signature>
 c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+//! Whether an operator call on `tensors`, made from inside an autograd formula (an Autograd-key kernel or a
+//! custom Function), would go straight to the CUDA kernel: every defined tensor a dense CUDA tensor, and nothing
+//! between the autograd keys and CUDA, neither on the tensors nor in this thread's dispatch state (no
+//! TorchDispatchMode, FakeTensor, functionalization, functorch transform, tracer, ZeroTensor, conjugate or
+//! negative view). Then the formula may call the CUDA implementation itself and skip the dispatcher round trips
+//! (its key extraction over every argument, the autograd kernel's second call); otherwise, under torch.compile,
+//! opcheck or any Python mode, it calls the operator, which those see and trace. Autocast has no hawk kernel
+//! (it falls through), so its keys do not count. (A CPU check of this logic, with the CPU key in CUDA's place:
+//! plain and requires_grad tensors pass, in an autograd backward too; conjugate, ZeroTensor, meta tensors and a
+//! thread-local Python key do not.)
+bool dispatches_straight_to_cuda(std::initializer_list<const Tensor*> tensors) {
+  c10::DispatchKeySet keys;
+  for (const Tensor* t : tensors) {
+    if (t->defined()) keys = keys | t->key_set();
+  }
+  const c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
+  keys = (keys | local.included_) - local.excluded_;
+  // operator- removes functionality bits only: the CUDA backend bit stays, any other backend's too. BackendSelect
+  // and ADInplaceOrView are in every thread's included set (hawk has no kernel for them: they fall through).
+  keys = keys - c10::autograd_dispatch_keyset_with_ADInplaceOrView - c10::autocast_dispatch_keyset -
+         c10::DispatchKeySet(c10::DispatchKey::BackendSelect);
+  return keys == c10::DispatchKeySet(c10::DispatchKey::CUDA);
 }
 
 OptTensor present(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
@@ -672,8 +757,15 @@ struct RGLRUForwardFunction : public torch::autograd::Function<RGLRUForwardFunct
       ctx->saved_data["wx_dtype"] = static_cast<std::int64_t>(Wx->scalar_type());
       ctx->saved_data["wa_dtype"] = static_cast<std::int64_t>(Wa->scalar_type());
     }
-    auto [y, h_final, checkpoints] = op.call(x, wx, bx, wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks,
-                                             reset_mode, save_checkpoints, validate);
+    const Tensor none;
+    auto [y, h_final, checkpoints] =
+        dispatches_straight_to_cuda({&x, wx ? &*wx : &none, bx ? &*bx : &none, wa ? &*wa : &none, ba ? &*ba : &none,
+                                     gx ? &*gx : &none, ga ? &*ga : &none, &a_param, reset ? &*reset : &none,
+                                     h0 ? &*h0 : &none, cu_seqlens ? &*cu_seqlens : &none})
+            ? rglru_forward_cuda(x, wx, bx, wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
+                                 save_checkpoints, validate)
+            : op.call(x, wx, bx, wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
+                      save_checkpoints, validate);
     ctx->save_for_backward({x, or_undefined(wx), or_undefined(bx), or_undefined(wa), or_undefined(ba),
                             or_undefined(gx), or_undefined(ga), a_param, or_undefined(reset), or_undefined(h0),
                             or_undefined(cu_seqlens), checkpoints});
@@ -702,11 +794,32 @@ struct RGLRUForwardFunction : public torch::autograd::Function<RGLRUForwardFunct
     const Tensor dy = grads[0].defined() ? as_contiguous(grads[0], x.scalar_type()) : at::zeros_like(x);
     const OptTensor dh_final = grads[1].defined() ? OptTensor(as_contiguous(grads[1], at::kFloat)) : std::nullopt;
     const bool want_dh0 = saved[9].defined() && ctx->needs_input_grad(ctx->saved_data["h0_edge"].toInt());
-    auto [dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0] =
-        op.call(x, present(saved[1]), present(saved[2]), present(saved[3]), present(saved[4]), present(saved[5]),
-                present(saved[6]), saved[7], present(saved[8]), present(saved[9]), present(saved[10]), saved[11], dy,
-                dh_final, ctx->saved_data["num_blocks"].toInt(), ctx->saved_data["reset_mode"].toInt(), want_dh0,
-                ctx->saved_data["validate"].toBool());
+    const std::int64_t num_blocks = ctx->saved_data["num_blocks"].toInt();
+    const std::int64_t reset_mode = ctx->saved_data["reset_mode"].toInt();
+    const bool validate = ctx->saved_data["validate"].toBool();
+    const Tensor no_dh_final;
+    Tensor dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0;
+    // Only without create_graph: with it, the operator's autograd kernel gives the gradients a node whose own
+    // backward raises (RGLRUBackwardFunction).
+    if (!at::GradMode::is_enabled() &&
+        dispatches_straight_to_cuda({&saved[0], &saved[1], &saved[2], &saved[3], &saved[4], &saved[5], &saved[6],
+                                     &saved[7], &saved[8], &saved[9], &saved[10], &saved[11], &dy,
+                                     dh_final.has_value() ? &*dh_final : &no_dh_final})) {
+      // Eager, real CUDA tensors: the CUDA implementation itself, as the operator's CUDA kernel would run it
+      // (below autograd), without the two dispatcher round trips (Autograd key, then CUDA) and with the
+      // parameter gradients in one allocation. The profiler still sees a hawk::rglru_backward range.
+      RECORD_FUNCTION("hawk::rglru_backward", c10::ArrayRef<const c10::IValue>{});
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      std::tie(dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0) = rglru_backward_impl(
+          x, present(saved[1]), present(saved[2]), present(saved[3]), present(saved[4]), present(saved[5]),
+          present(saved[6]), saved[7], present(saved[8]), present(saved[9]), present(saved[10]), saved[11], dy,
+          dh_final, num_blocks, reset_mode, want_dh0, validate, /*for_formula=*/true);
+    } else {  // traced (torch.compile, opcheck, a Python mode, functorch): the operator, which they see
+      std::tie(dx, dWx, dbx, dWa, dba, dgx, dga, da_param, dh0) =
+          op.call(x, present(saved[1]), present(saved[2]), present(saved[3]), present(saved[4]), present(saved[5]),
+                  present(saved[6]), saved[7], present(saved[8]), present(saved[9]), present(saved[10]), saved[11],
+                  dy, dh_final, num_blocks, reset_mode, want_dh0, validate);
+    }
     variable_list result(kRGLRUInputs);  // undefined: no gradient (reset, cu_seqlens, the integer arguments)
     result[0] = dx;
     if (saved[1].defined()) {
@@ -739,6 +852,14 @@ std::tuple<Tensor, Tensor, Tensor> rglru_forward_autograd(const Tensor& x, const
   if (!differentiable) {  // inference: no node, no saved tensors, straight to the kernel
     static const auto op = typed_op<decltype(rglru_forward_cuda)>("hawk::rglru_forward");
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // Real CUDA tensors: this kernel's own dispatcher entry already recorded the call; the CUDA implementation
+    // itself (the dispatcher would find nothing else on the way).
+    if (dispatches_straight_to_cuda({&x, Wx ? &*Wx : &none, bx ? &*bx : &none, Wa ? &*Wa : &none,
+                                     ba ? &*ba : &none, gx ? &*gx : &none, ga ? &*ga : &none, &a_param,
+                                     reset ? &*reset : &none, h0 ? &*h0 : &none,
+                                     cu_seqlens ? &*cu_seqlens : &none}))
+      return rglru_forward_cuda(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
+                                save_checkpoints, validate);
     return op.call(x, Wx, bx, Wa, ba, gx, ga, a_param, reset, h0, cu_seqlens, num_blocks, reset_mode,
                    save_checkpoints, validate);
   }
@@ -799,8 +920,18 @@ struct GateResidualForwardFunction : public torch::autograd::Function<GateResidu
     const variable_list saved = ctx->get_saved_variables();
     const Tensor &y = saved[0], &gate = saved[1], &idx = saved[2];
     const Tensor dout = as_contiguous(grads[0], y.scalar_type());
-    auto [dy, dgate] = op.call(dout, y, gate, idx, ctx->saved_data["layout"].toInt(),
-                               ctx->saved_data["rows_per_group"].toInt(), ctx->saved_data["validate"].toBool());
+    const std::int64_t layout = ctx->saved_data["layout"].toInt();
+    const std::int64_t rows_per_group = ctx->saved_data["rows_per_group"].toInt();
+    const bool validate = ctx->saved_data["validate"].toBool();
+    Tensor dy, dgate;
+    if (!at::GradMode::is_enabled() && dispatches_straight_to_cuda({&dout, &y, &gate, &idx})) {
+      // As RGLRUForwardFunction::backward: eager CUDA tensors, no create_graph: the CUDA implementation itself.
+      RECORD_FUNCTION("hawk::gate_residual_backward", c10::ArrayRef<const c10::IValue>{});
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      std::tie(dy, dgate) = gate_residual_backward_cuda(dout, y, gate, idx, layout, rows_per_group, validate);
+    } else {
+      std::tie(dy, dgate) = op.call(dout, y, gate, idx, layout, rows_per_group, validate);
+    }
     return {dout, dy, in_dtype(dgate, gate.scalar_type()), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };

@@ -141,3 +141,24 @@ def test_eager_forward_and_backward_never_synchronise(seed):
     finally:
         torch.cuda.set_sync_debug_mode(previous)
     hawk_torch.check_device_errors()
+
+
+def test_parameter_gradients_are_separate_contiguous_tensors(seed):
+    """The eager formula carves the fp32 parameter gradients from one allocation: each is still contiguous, shaped
+    like its parameter, overlapping no other, and .backward() accumulates them as separate tensors (bitwise what
+    torch.autograd.grad returns)."""
+    B, L, W, H, dtype = 2, 130, 256, 2, torch.bfloat16
+    params = [p.requires_grad_(True) for p in fused_parameters(W, H)]
+    x, dy = uniform((B, L, W), dtype).requires_grad_(True), uniform((B, L, W), dtype)
+    y, _ = hawk_torch.rglru(x, *params)
+    grads = torch.autograd.grad(y, params, dy)
+    ranges = []
+    for p, g in zip(params, grads):
+        assert g.shape == p.shape and g.dtype == p.dtype and g.is_contiguous()
+        ranges.append((g.data_ptr(), g.data_ptr() + g.numel() * g.element_size()))
+    ranges.sort()
+    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])), "two parameter gradients overlap"
+    y, _ = hawk_torch.rglru(x, *params)
+    y.backward(dy)
+    for p, g in zip(params, grads):
+        assert torch.equal(p.grad, g)
