@@ -10,7 +10,9 @@
 #          bench/compare_peers.py in that environment (the wheels of .gpu/wheels-peers installed there first; at
 #          most 240 s), then compute-sanitizer over the GPU suites until DEADLINE seconds after the
 #          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
-#          HAWK_SANITIZE_FILTER, a regular expression the test case names must match); once GPU 0 is done, the
+#          HAWK_SANITIZE_FILTER, a regular expression the test case names must match; HAWK_SANITIZE_SKIP_CLEAN,
+#          earlier sanitizer logs whose clean cases are not run again; HAWK_SANITIZE_TIMEOUT, seconds per case and
+#          tool, default 240); once GPU 0 is done, the
 #          sanitizer's processes spread over both GPUs.
 # Everything it prints goes to OUTDIR (logs, JSON); a short summary goes to stdout.
 #
@@ -126,8 +128,10 @@ echo "1" > "$out/sanitize-gpus"
   fi
   tools=(); for tool in ${HAWK_SANITIZE_TOOLS:-memcheck initcheck synccheck racecheck}; do tools+=(--tool "$tool"); done
   filter=(); [ -n "${HAWK_SANITIZE_FILTER:-}" ] && filter=(--filter "$HAWK_SANITIZE_FILTER")
-  timeout $(( $(left) - 5 )) python3 tests/run_sanitizer.py "${tools[@]}" "${filter[@]}" --jobs "${HAWK_SANITIZE_JOBS:-8}" \
-    --gpus-file "$out/sanitize-gpus" --timeout 240 --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1
+  skip=(); for log in ${HAWK_SANITIZE_SKIP_CLEAN:-}; do skip+=(--skip-clean "$log"); done
+  timeout $(( $(left) - 5 )) python3 tests/run_sanitizer.py "${tools[@]}" "${filter[@]}" "${skip[@]}" \
+    --jobs "${HAWK_SANITIZE_JOBS:-8}" --gpus-file "$out/sanitize-gpus" --timeout "${HAWK_SANITIZE_TIMEOUT:-240}" \
+    --logs "$out/sanitize" $exes > "$out/sanitize.log" 2>&1
   echo "sanitizer rc $?" > "$out/sanitize.summary"
   grep -c "^clean" "$out/sanitize.log" >> "$out/sanitize.summary"
   grep -E "^FAILED|^sanitizer:" "$out/sanitize.log" | head -n 30 >> "$out/sanitize.summary"
