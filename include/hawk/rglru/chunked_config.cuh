@@ -28,8 +28,11 @@ constexpr int kDefaultChunk = 128;
 //! \tparam Chunk     tokens per CTA (a multiple of kDefaultTimeChunk, the checkpoint chunk); one chain hop.
 //! \tparam SubChunk  tokens per phase-1 pipeline step (a multiple of 16 dividing Chunk).
 //! Other parameters as ForwardConfig's.
+//! \tparam GatesInRegisters  fused mode: compute the gates straight from the projection's accumulators where the
+//!                           sub-chunk's tiles pair (Phase::kGatesInRegisters); false keeps the shared-memory path
+//!                           (the same bits; the tests' witness).
 template <class Element_, int BlockWidth_, int WidthTile_, int Chunk_, int SubChunk_, int Threads_,
-          class ResetPolicy_, GateMode Mode_>
+          class ResetPolicy_, GateMode Mode_, bool GatesInRegisters_ = true>
 struct ChunkedForwardConfig {
   //! The sub-chunk's tiles: a sequential-forward configuration whose time chunk is one sub-chunk.
   using Phase = ForwardConfig<Element_, BlockWidth_, WidthTile_, SubChunk_, Threads_, ResetPolicy_, Mode_, 2>;
@@ -41,6 +44,8 @@ struct ChunkedForwardConfig {
   static constexpr GateMode kMode = Mode_;
   static constexpr bool kFused = Phase::kFused;
   static constexpr bool kTensorCores = Phase::kTensorCores;
+  //! Whether phase 1 computes the gates in registers (block/chunk_gates.cuh).
+  static constexpr bool kGatesInRegisters = GatesInRegisters_ && Phase::kGatesInRegisters;
   static constexpr int kBlockWidth = BlockWidth_;
   static constexpr int kWidthTile = WidthTile_;
   static constexpr int kChunk = Chunk_;

@@ -88,12 +88,19 @@ void check_chunk_independence(const std::vector<std::int64_t>& lengths, bool pac
   CHECK_FALSE(different == sequential);
 }
 
-//! The sequential forward's producer paths against the chunked forward, bitwise: each `Seqs` is a sequential
-//! ForwardConfig of the same element, block width, reset policy and mode as the shipped one (and TimeChunk 64,
-//! the checkpoint chunk of the problem), run through Forward<>; the reference is the shipped chunked forward,
-//! which projects into its gate tile and computes the gates from shared memory (block/chunk_gates.cuh). So a
-//! configuration with Config::kGatesInRegisters (block/fused_gates.cuh) is checked against the shared-memory path,
-//! and one without against it too.
+//! A chunked configuration as C, but computing its gates through the shared-memory gate tile.
+template <class C>
+using SharedMemoryGatesOf =
+    hawk::rglru::ChunkedForwardConfig<typename C::Element, C::kBlockWidth, C::kWidthTile, C::kChunk, C::kSubChunk,
+                                      C::kThreads, typename C::ResetPolicy, C::kMode, /*GatesInRegisters=*/false>;
+
+//! The producer paths against each other, bitwise: the reference is the shipped chunked configuration with its
+//! gates through the shared-memory gate tile (block/chunk_gates.cuh); against it run the shipped chunked
+//! configuration itself (gates in registers where it pairs), the shipped sequential configuration, and each
+//! `Seqs`, a sequential ForwardConfig of the same element, block width, reset policy and mode (TimeChunk 64, the
+//! checkpoint chunk of the problem), run through Forward<>. So every configuration with kGatesInRegisters
+//! (block/fused_gates.cuh) is checked against the shared-memory path, and one without against it too.
+
 template <class E, class Policy, int BlockWidth, class... Seqs>
 void check_sequential_tilings(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
   using Shipped = Sequential<E, Policy, GateMode::kFused, BlockWidth>;
@@ -101,11 +108,12 @@ void check_sequential_tilings(const std::vector<std::int64_t>& lengths, bool pac
   const std::int64_t W = H * BlockWidth;
   INFO("policy=" << Policy::kName << " w=" << BlockWidth << " packed=" << packed << " h0=" << with_h0);
   const Problem p = rglru_test::make_problem<E>(W, H, lengths, packed, GateMode::kFused, Policy::kMode, with_h0);
-  const Outputs chunked =
-      run_op<E, hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Shipped>::type>>(p);
+  using Chunked = typename hawk::rglru::DefaultChunkedConfig<Shipped>::type;
+  const Outputs chunked = run_op<E, hawk::rglru::ChunkedForward<SharedMemoryGatesOf<Chunked>>>(p);
   int variant = 0;
-  for (const Outputs& other : {run_op<E, hawk::rglru::Forward<Shipped>>(p), run_op<E, hawk::rglru::Forward<Seqs>>(p)...}) {
-    INFO("variant " << variant++ << " (0: the shipped sequential configuration)");
+  for (const Outputs& other : {run_op<E, hawk::rglru::ChunkedForward<Chunked>>(p), run_op<E, hawk::rglru::Forward<Shipped>>(p),
+                               run_op<E, hawk::rglru::Forward<Seqs>>(p)...}) {
+    INFO("variant " << variant++ << " (0: the shipped chunked configuration, 1: the shipped sequential one)");
     CHECK(other.y == chunked.y);
     CHECK(other.h_final == chunked.h_final);
     CHECK(other.decay == chunked.decay);

@@ -3,6 +3,11 @@
 //! Phase 1 of the chunked forward: a_bar and u of one time chunk, for one width tile, into an fp32 tile in
 //! shared memory. Runs without any carry, so every chunk of every sequence does it at the same time.
 //!
+//! Fused configurations with Config::kGatesInRegisters (every shipped 16-bit and fp32 one) project and compute
+//! the gates in one pass from the MMA (or SIMT) accumulators, as the sequential forward does
+//! (block/fused_gates.cuh); the others, and ChunkedForwardConfig's GatesInRegisters = false, project into the
+//! gate tile and compute the gates from there (kept as the bitwise witness of the tests).
+//!
 //! Bits: a token's gates are those of the sequential forward. The chunk's inputs arrive through the same
 //! loaders (`load_chunk`, `load_weights`, `load_bias` of block/token_loader.cuh, instantiated with the sub-chunk's
 //! ForwardConfig); gx and ga come from the same `block_mma_project` / `block_simt_project` with the same
@@ -13,6 +18,8 @@
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/element.cuh"
+#include "hawk/rglru/block/fused_gates.cuh"
+#include "hawk/rglru/block/gate_phase.cuh"
 #include "hawk/rglru/block/projection.cuh"
 #include "hawk/rglru/block/token_loader.cuh"
 #include "hawk/rglru/gate_math.hpp"
@@ -120,7 +127,15 @@ __device__ __forceinline__ void compute_chunk_gates(const Params& p,
   detail::load_chunk<Phase>(p.x, p.gx, p.ga, p.width, tiles.stages, chunk.begin, chunk.chunk_start, chunk.length, input_col0, thread);
   cp_async_commit();
 
-  const float log_a_coeff = log_a_coefficient(p.a_param[chunk.col0 + thread % kWT]);
+  // The per-channel constants: of the thread's accumulator channels (gates in registers), or of channel
+  // thread % WidthTile (the shared-memory path).
+  const auto coefficients = [&] {
+    if constexpr (Config::kGatesInRegisters) {
+      return detail::FusedGateCoefficients<Phase>::load(p.a_param, chunk.col0, thread);
+    } else {
+      return log_a_coefficient(p.a_param[chunk.col0 + thread % kWT]);
+    }
+  }();
   const int sub_chunks = (chunk.valid + kP - 1) / kP;
   for (int s = 0; s < sub_chunks; ++s) {
     // Stream sub-chunk s + 1 into the other stage, which the gate phase of s - 1 finished reading.
@@ -133,7 +148,16 @@ __device__ __forceinline__ void compute_chunk_gates(const Params& p,
     __syncthreads();  // sub-chunk s (and at s = 0 the weights and bias) visible to every thread
     const Element* stage = tiles.stages + (s & 1) * kStageElements;
     float* gates = tiles.gates + s * kP * kGS;
-    if constexpr (Config::kFused) {
+    const std::int64_t sub_start = chunk.chunk_start + static_cast<std::int64_t>(s) * kP;
+    if constexpr (Config::kGatesInRegisters) {
+      // Projection and gate math in one pass from the accumulators (block/fused_gates.cuh): no gx | ga round trip
+      // through the gate tile, no barrier between them.
+      const int sub_valid = chunk.valid - s * kP < kP ? chunk.valid - s * kP : kP;
+      const std::uint8_t* reset_flags =
+          Config::ResetPolicy::kMode == ResetMode::kFlags ? p.reset + (chunk.begin + sub_start) : nullptr;
+      detail::fused_gate_phase<Phase>(stage, tiles.weights, tiles.bias, gates, reset_flags, sub_start, sub_valid,
+                                      coefficients, col_in_block, thread);
+    } else if constexpr (Config::kFused) {
       if constexpr (Config::kTensorCores) {
         block_mma_project<Element, kP, Phase::kProjCols, Config::kBlockWidth, Phase::kMmaWarpsM, Phase::kMmaWarpsN>(
             stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
@@ -142,9 +166,10 @@ __device__ __forceinline__ void compute_chunk_gates(const Params& p,
             stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
       }
       __syncthreads();  // gx, ga of the sub-chunk complete
+      detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
+    } else {
+      detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
     }
-    detail::sub_chunk_gates<Config>(p, stage, gates, chunk, chunk.chunk_start + static_cast<std::int64_t>(s) * kP,
-                                    col_in_block, log_a_coeff, thread);
     __syncthreads();  // the stage is free for sub-chunk s + 2; at the end, the gate tile is complete
   }
   cp_async_wait<0>();  // the trailing commit is empty; nothing in flight at the hand-over
