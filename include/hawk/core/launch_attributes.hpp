@@ -4,7 +4,9 @@
 //! runtime on every call, asked once per device (and per kernel) and remembered.
 //!
 //! - `device_max_shared_memory_optin(bytes)`: cudaDevAttrMaxSharedMemoryPerBlockOptin of the current device.
-//!   The attribute never changes for a device, so it is queried once per device ordinal.
+//!   The attribute never changes for a device, so it is queried once per device ordinal; so are
+//!   `device_multiprocessor_count` and `device_shared_memory_per_multiprocessor` (the RG-LRU forward's choice
+//!   between its sequential and chunked kernels asks both on every call).
 //! - `KernelSharedMemory<Tag>::ensure(kernel, bytes)`: cudaFuncSetAttribute(kernel,
 //!   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) once per (kernel, device). `Tag` names the kernel
 //!   instantiation (the operator class that launches it, or the kernel's configuration): one cache per
@@ -69,6 +71,34 @@ inline Status device_max_shared_memory_optin(int& bytes) {
   HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (cached && bytes > 0) detail::max_shared_optin_cache().value[device].store(bytes, std::memory_order_relaxed);
   return Status::success();
+}
+
+namespace detail {
+//! A positive attribute of the current device, queried once per device into `cache`.
+inline Status cached_device_attribute(cudaDeviceAttr attribute, PerDeviceInts& cache, int& value) {
+  int device = 0;
+  HAWK_RETURN_IF_ERROR(current_device(device));
+  const bool cached = device >= 0 && device < kMaxCachedDevices;
+  if (cached) {
+    value = cache.value[device].load(std::memory_order_relaxed);
+    if (value > 0) return Status::success();
+  }
+  HAWK_RETURN_IF_CUDA_ERROR(cudaDeviceGetAttribute(&value, attribute, device));
+  if (cached && value > 0) cache.value[device].store(value, std::memory_order_relaxed);
+  return Status::success();
+}
+}  // namespace detail
+
+//! The current device's multiprocessor count, queried once per device.
+inline Status device_multiprocessor_count(int& count) {
+  static detail::PerDeviceInts cache;  // zero-initialised (static storage)
+  return detail::cached_device_attribute(cudaDevAttrMultiProcessorCount, cache, count);
+}
+
+//! The current device's shared memory per multiprocessor (bytes), queried once per device.
+inline Status device_shared_memory_per_multiprocessor(int& bytes) {
+  static detail::PerDeviceInts cache;  // zero-initialised (static storage)
+  return detail::cached_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, cache, bytes);
 }
 
 //! Sets a kernel's dynamic shared memory limit once per device. `Tag`: a type unique to the kernel

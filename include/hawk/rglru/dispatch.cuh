@@ -1,15 +1,18 @@
 #pragma once
 //! \file
 //! The default dispatch: `hawk::rglru::forward(args, workspace, workspace_bytes, stream)` picks a shipped
-//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs the chunked forward
-//! (`ChunkedForward<DefaultChunkedConfig<Config>::type>`, operators/chunked_forward.cuh), which gives
-//! `Forward<Config>`'s bits; `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and `backward` runs
-//! `Backward<BackwardConfig<Config>>`. One function, `visit_default_config`, maps the runtime values to the
+//! configuration from the runtime dtype, gate mode, reset mode and block width, and runs it as the sequential
+//! forward (`Forward<Config>`) or, where the sequential grid would leave the GPU idle, as the chunked forward
+//! (`ChunkedForward<DefaultChunkedConfig<Config>::type>`, operators/chunked_forward.cuh), which gives the same
+//! bits (`runs_chunked` below says when); `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and
+//! `backward` runs `Backward<BackwardConfig<Config>>`. One function, `visit_default_config`, maps the runtime values to the
 //! configuration for all three, so the backward always matches the forward that wrote its checkpoints.
 //!
 //! Batch invariance: the configuration (and therefore every bit of the result) is chosen only from
 //! (dtype, mode, reset mode, W, H) — never from B, L, N, T or the device — so a sequence gives the same bits
-//! whatever batch it is in and however it is split into calls.
+//! whatever batch it is in and however it is split into calls. Which kernel runs it (sequential or chunked)
+//! depends on the shape and the device, but both give the configuration's bits (tests/gpu/rglru/
+//! forward_chunked_test.cu and every per-dtype reference case compare them).
 //!
 //! Shipped configurations (all TimeChunk = kDefaultTimeChunk = 64, so checkpoints of any default call use
 //! checkpoint_chunk = 64), for each of NoReset, ResetAtSequenceStart, ResetFlags:
@@ -56,11 +59,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "hawk/core/dispatch.hpp"
+#include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/rglru/arguments.hpp"
 #include "hawk/rglru/config.cuh"
@@ -109,7 +114,8 @@ struct DefaultGateLogitsConfig {
 //! | fp32       | fused       | 256 | 16        | 32       | 124 KB        |
 //! | any        | gate-logits | any | 32        | 64       | 62-86 KB      |
 //!
-//! All with Chunk = kDefaultChunk = 128 tokens and 256 threads. Not yet what `forward()` runs (see there).
+//! All with Chunk = kDefaultChunk = 128 tokens and 256 threads. `forward()` runs them where the sequential grid
+//! would leave SMs idle (detail::runs_chunked).
 template <class Config>
 struct DefaultChunkedConfig {
   using Element = typename Config::Element;
@@ -179,13 +185,59 @@ Status visit_default_backward_config(const BackwardArguments& args, Visit&& visi
 
 }  // namespace detail
 
+namespace detail {
+
+//! Whether forward() may run the chunked forward for this shape: sequences longer than one chunk on average
+//! (shorter ones are one chunk each: the chain has nothing to overlap).
+inline bool chunking_may_pay(const ProblemShape& s) {
+  return s.num_sequences > 0 && s.num_tokens / s.num_sequences > kDefaultChunk;
+}
+
+}  // namespace detail
+
 //! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (operators/index_checks.cuh),
-//! or 0. (`ChunkedForward<Config>::workspace_size` adds the chunked forward's carries.)
+//! or 0; plus, when the chunked forward may run (sequences longer than kDefaultChunk tokens on average), the
+//! chain's carries after them (12 bytes per channel and chunk: block/chained_carry.cuh), which is what
+//! `ChunkedForward<DefaultChunkedConfig<Config>::type>::workspace_size` asks. A smaller workspace runs the
+//! sequential forward (the same bits).
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
-  return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+  const std::size_t checks = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+  if (!detail::chunking_may_pay(args.shape)) return checks;
+  const ProblemShape& s = args.shape;
+  return checks + ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, kDefaultChunk, checks).bytes;
 }
+
+namespace detail {
+
+//! Whether forward() runs `Config` as the chunked forward: when the sequences are longer than a chunk on
+//! average, the workspace holds the carries, and the sequential grid (one CTA per sequence and width tile, each
+//! walking its whole sequence) has fewer CTAs than the device runs at once, so that SMs would idle while the
+//! chunked grid puts every chunk's projection and gate math on them. Otherwise the sequential forward: on a
+//! full grid it has no chain to wait on (H200, 2026-11-30: bench/results/, the sweep's "chunked against
+//! sequential" rows). The choice never changes a bit. Any host-check failure or CUDA error here chooses the
+//! sequential operator, which reports it.
+template <class Config>
+bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
+  using Chunked = ChunkedForward<typename DefaultChunkedConfig<Config>::type>;
+  const ProblemShape& s = args.shape;
+  if (!chunking_may_pay(s) || s.width <= 0) return false;
+  if (workspace_bytes < Chunked::workspace_size(args) || !Chunked::check_host(args).ok()) return false;
+  int multiprocessors = 0, shared_per_multiprocessor = 0;
+  if (!device_multiprocessor_count(multiprocessors).ok() ||
+      !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
+    return false;
+  // Sequential CTAs one SM holds: by shared memory (1 KB of it reserved per CTA) and by threads.
+  const std::int64_t by_shared =
+      static_cast<std::int64_t>(shared_per_multiprocessor) / static_cast<std::int64_t>(Config::kSharedBytes + 1024);
+  const std::int64_t by_threads = 2048 / Config::kKernelThreads;
+  const std::int64_t per_multiprocessor = std::max<std::int64_t>(1, std::min(by_shared, by_threads));
+  const double sequential_ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
+  return sequential_ctas < static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+}
+
+}  // namespace detail
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).
 template <class = void>
@@ -195,15 +247,18 @@ Status forward_can_implement(const ForwardArguments& args) {
                                       [&](auto config) -> Status { return Forward<decltype(config)>::can_implement(args); });
 }
 
-//! The RG-LRU forward with the shipped configuration for args (see the tables above). It runs the sequential
-//! forward: the chunked forward (`ChunkedForward<DefaultChunkedConfig<Config>::type>`, the same bits) is 1.3x
-//! faster on one long sequence in fused mode but slower on batches and in gate-logits mode (H200, 2026-11-30,
-//! bench/results/2026-11-30-h200-3bd7856/), so it is offered, not yet chosen (issue 16 is open).
+//! The RG-LRU forward with the shipped configuration for args (see the tables above), run by the sequential
+//! kernel or, where its grid would leave SMs idle (few sequences: long-context prefill, one long training
+//! sequence), by the chunked kernel: `detail::runs_chunked` decides, and both give the same bits.
+//! `forward_workspace_size(args)` bytes let it choose; fewer (down to the device checks') run the sequential kernel.
 template <class = void>
 Status forward(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   HAWK_RETURN_IF_ERROR(check_forward_shape(args));
   return detail::visit_default_config(args, [&](auto config) -> Status {
-    return Forward<decltype(config)>::run(args, workspace, workspace_bytes, stream);
+    using Config = decltype(config);
+    if (detail::runs_chunked<Config>(args, workspace_bytes))
+      return ChunkedForward<typename DefaultChunkedConfig<Config>::type>::run(args, workspace, workspace_bytes, stream);
+    return Forward<Config>::run(args, workspace, workspace_bytes, stream);
   });
 }
 

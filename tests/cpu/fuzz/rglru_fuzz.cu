@@ -140,12 +140,14 @@ EntryPoint<ForwardCtx> forward_entry() {
   e.probe = [](const ForwardCtx& c, Findings& f) {
     const Status s = Op::can_implement(c.a);
     const std::size_t bytes = Op::workspace_size(c.a);
-    // The default dispatch runs this configuration: its workspace is the dispatch's. The chunked counterpart
-    // (ChunkedForward) needs the same device-check bytes and its carries after them.
-    if (bytes != hawk::rglru::forward_workspace_size(c.a))
-      f.add("Forward::workspace_size " + std::to_string(bytes) + " differs from forward_workspace_size " +
-            std::to_string(hawk::rglru::forward_workspace_size(c.a)));
+    // The default dispatch runs this configuration, sequentially or chunked: its workspace is one of the two
+    // operators'. The chunked counterpart (ChunkedForward) needs the same device-check bytes and its carries
+    // after them.
     using Chunked = hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Config>::type>;
+    const std::size_t dispatch_bytes = hawk::rglru::forward_workspace_size(c.a);
+    if (dispatch_bytes != bytes && dispatch_bytes != Chunked::workspace_size(c.a))
+      f.add("forward_workspace_size " + std::to_string(dispatch_bytes) + " is neither Forward::workspace_size " +
+            std::to_string(bytes) + " nor ChunkedForward::workspace_size " + std::to_string(Chunked::workspace_size(c.a)));
     if (Chunked::workspace_size(c.a) < bytes)
       f.add("ChunkedForward::workspace_size " + std::to_string(Chunked::workspace_size(c.a)) +
             " is below Forward::workspace_size " + std::to_string(bytes));
