@@ -94,6 +94,14 @@ Row compare_sequential(const char* shape_name, const Shape& s) {
                                                                                      sequential_config_name<Candidate>());
 }
 
+//! The shipped chunked configuration Chunked as candidate against the shipped sequential configuration
+//! Sequential (what forward() runs): where the chunked forward pays.
+template <class Chunked, class Sequential>
+Row compare_chunked_with_sequential(const char* shape_name, const Shape& s, GateMode mode) {
+  return compare_ops<hawk::rglru::ChunkedForward<Chunked>, hawk::rglru::Forward<Sequential>>(
+      shape_name, s, mode, "chunked against sequential: " + config_name<Chunked>());
+}
+
 template <int BlockWidth, int WidthTile, int Chunk, int SubChunk, int Threads = 256>
 using Fused = ChunkedForwardConfig<Element, BlockWidth, WidthTile, Chunk, SubChunk, Threads, Policy, kFused>;
 template <int WidthTile, int Chunk, int SubChunk, int Threads = 256>
@@ -150,6 +158,32 @@ int main(int argc, char** argv) {
   rows.push_back(compare<Fused<256, 32, 256, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
   rows.push_back(compare<Fused<256, 32, 64, 32>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
   rows.push_back(compare<Fused<256, 32, 128, 16, 128>, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<Fused<128, 64, 256, 32>, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  // The shipped chunked configuration against the shipped sequential one (where forward() should switch): the
+  // issue-16 shapes and fewer, longer sequences, fused and gate-logits.
+  const Shape longest{1, 65536, 2560, 10, 640.0};
+  const Shape one_seed{1, 2048, 2048, 16, 0.0};
+  const Shape two_long{2, 4096, 2560, 10, 0.0};
+  const Shape four_long{4, 8192, 2560, 10, 0.0};
+  const Shape eight_w128{8, 4096, 2048, 16, 0.0};
+  for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
+                                    std::pair<const char*, Shape>{"(1,2048,2048,16)", one_seed},
+                                    std::pair<const char*, Shape>{"(8,4096,2048,16)", eight_w128}}) {
+    rows.push_back(compare_chunked_with_sequential<ShippedW128, SeqW128>(name, shape, kFused));
+  }
+  rows.push_back(compare_chunked_with_sequential<ShippedW64, SeqW64>("(16,1024,1024,16)", small, kFused));
+  for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill},
+                                    std::pair<const char*, Shape>{"(2,4096,2560,10)", two_long},
+                                    std::pair<const char*, Shape>{"(4,8192,2560,10)", four_long},
+                                    std::pair<const char*, Shape>{"(1,65536,2560,10)", longest}}) {
+    rows.push_back(compare_chunked_with_sequential<ShippedW256, SeqW256>(name, shape, kFused));
+  }
+  using SeqLogits = hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type;
+  for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
+                                    std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill},
+                                    std::pair<const char*, Shape>{"(1,65536,2560,10)", longest}}) {
+    rows.push_back(compare_chunked_with_sequential<ShippedLogits, SeqLogits>(name, shape, kLogits));
+  }
   // Gate-logits mode.
   for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
                                     std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill}}) {
