@@ -146,8 +146,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(hawk_jax_rglru_decode, hawk_jax::rglru_decode,
                                                                   .Ret<ffi::AnyBuffer>()    // state_out (aliases state)
                                                                   .Ret<ffi::AnyBuffer>()));  // workspace
 
-//! Workspace bytes of a forward or decode call (hawk::rglru::forward_workspace_size). Only the presence of
-//! cu_seqlens and state_index, the pool's rows and `validate` matter: the device checks' word and claim table.
+//! Workspace bytes of a forward or decode call (hawk::rglru::forward_workspace_size, asked for fused mode, which
+//! needs at least gate-logits mode's): the device checks' word and claim table (the presence of cu_seqlens and
+//! state_index, the pool's rows and `validate` matter), then, for sequences longer than one chunk on average,
+//! the chunked forward's carries.
 extern "C" std::int64_t hawk_jax_rglru_forward_workspace_bytes(std::int64_t num_sequences, std::int64_t num_tokens,
                                                                std::int64_t width, std::int64_t num_state_rows,
                                                                std::int32_t packed, std::int32_t has_state_index,

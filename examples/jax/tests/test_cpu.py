@@ -538,11 +538,17 @@ def test_library_version_and_workspace_queries():
     assert lib.hawk_jax_version().decode() == hawk_jax.__version__
     assert lib.hawk_jax_rglru_time_chunk() == 64
     forward = lib.hawk_jax_rglru_forward_workspace_bytes
-    # (N, T, W, S, packed, state_index, validate): only device checks take forward workspace.
-    assert forward(4, 4096, 1024, 4, 0, 0, 1) == 0
-    assert forward(4, 4096, 1024, 4, 1, 0, 0) == 0
-    assert forward(4, 4096, 1024, 4, 1, 0, 1) == 256               # the check word
-    assert forward(4, 4, 1024, 100, 0, 1, 1) == 256 + 256          # and a claim table of ceil(100 / 32) words
+    # (N, T, W, S, packed, state_index, validate): the device checks' words, then, for sequences longer than one
+    # chunk of 128 tokens on average, the chunked forward's carries (a ticket counter, then 8 + 4 bytes per
+    # channel and chunk row, rows = T / 128 + N; each region a multiple of 256 bytes).
+    def carries(n, t, w):
+        rows = t // 128 + n
+        return 256 + -(-rows * w * 8 // 256) * 256 + -(-rows * w * 4 // 256) * 256
+    assert forward(4, 4096, 1024, 4, 0, 0, 1) == carries(4, 4096, 1024)
+    assert forward(4, 4096, 1024, 4, 1, 0, 0) == carries(4, 4096, 1024)
+    assert forward(4, 4096, 1024, 4, 1, 0, 1) == 256 + carries(4, 4096, 1024)  # the check word first
+    assert forward(4, 512, 1024, 4, 0, 0, 1) == 0                  # one chunk per sequence: nothing to chain
+    assert forward(4, 4, 1024, 100, 0, 1, 1) == 256 + 256          # the check word and a claim table of ceil(100 / 32) words
     backward = lib.hawk_jax_rglru_backward_workspace_bytes
     # (N, T, W, H, fused, packed, validate): fused mode keeps fp32 dgx, dga and the direct dx, [T, W] each.
     fused = backward(2, 2048, 1024, 4, 1, 0, 1)

@@ -187,16 +187,19 @@ Status visit_default_backward_config(const BackwardArguments& args, Visit&& visi
 
 namespace detail {
 
-//! Whether forward() may run the chunked forward for this shape: sequences longer than one chunk on average
-//! (shorter ones are one chunk each: the chain has nothing to overlap).
-inline bool chunking_may_pay(const ProblemShape& s) {
-  return s.num_sequences > 0 && s.num_tokens / s.num_sequences > kDefaultChunk;
+//! Whether forward() may run the chunked forward for these arguments: fused mode (in gate-logits mode the
+//! chunked kernel was slower at every measured shape: 0.65x to 0.90x of the sequential one, H200, 2026-11-30,
+//! bench/results/2026-11-30-h200-0de1a9d/sweep.json) and sequences longer than one chunk on average (shorter
+//! ones are one chunk each: the chain has nothing to overlap).
+inline bool chunking_may_pay(const ForwardArguments& args) {
+  const ProblemShape& s = args.shape;
+  return args.mode == GateMode::kFused && s.num_sequences > 0 && s.num_tokens / s.num_sequences > kDefaultChunk;
 }
 
 }  // namespace detail
 
 //! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (operators/index_checks.cuh),
-//! or 0; plus, when the chunked forward may run (sequences longer than kDefaultChunk tokens on average), the
+//! or 0; plus, when the chunked forward may run (fused mode, sequences longer than kDefaultChunk tokens on average), the
 //! chain's carries after them (12 bytes per channel and chunk: block/chained_carry.cuh), which is what
 //! `ChunkedForward<DefaultChunkedConfig<Config>::type>::workspace_size` asks. A smaller workspace runs the
 //! sequential forward (the same bits).
@@ -204,25 +207,28 @@ inline bool chunking_may_pay(const ProblemShape& s) {
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
   const std::size_t checks = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
-  if (!detail::chunking_may_pay(args.shape)) return checks;
+  if (!detail::chunking_may_pay(args)) return checks;
   const ProblemShape& s = args.shape;
   return checks + ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, kDefaultChunk, checks).bytes;
 }
 
 namespace detail {
 
-//! Whether forward() runs `Config` as the chunked forward: when the sequences are longer than a chunk on
-//! average, the workspace holds the carries, and the sequential grid (one CTA per sequence and width tile, each
-//! walking its whole sequence) has fewer CTAs than the device runs at once, so that SMs would idle while the
-//! chunked grid puts every chunk's projection and gate math on them. Otherwise the sequential forward: on a
-//! full grid it has no chain to wait on (H200, 2026-11-30: bench/results/, the sweep's "chunked against
-//! sequential" rows). The choice never changes a bit. Any host-check failure or CUDA error here chooses the
-//! sequential operator, which reports it.
+//! Whether forward() runs `Config` as the chunked forward: in fused mode, when the sequences are longer than a
+//! chunk on average, the workspace holds the carries, and the sequential grid (one CTA per sequence and width
+//! tile, each walking its whole sequence) fills at most three quarters of the CTAs the device runs at once, so
+//! that SMs would idle while the chunked grid puts every chunk's projection and gate math on them. Otherwise
+//! the sequential forward. The sweep's "chunked against sequential" rows (H200, 2026-11-30, bf16, 132 SMs x 2
+//! sequential CTAs) placed the line: chunked 1.20x faster at (1, 2048, 2048, 16) (64 sequential CTAs), 1.31x at
+//! (1, 8192, 2560, 10) (160), 1.35x at (1, 65536, 2560, 10) (160), 1.09x at (2, 4096, 2560, 10) (320); slower at
+//! (4, 2048, 2048, 16) (256: 0.57x), (16, 1024, 1024, 16) (256: 0.62x) and (4, 8192, 2560, 10) (640: 0.86x).
+//! The choice never changes a bit. Any host-check failure or CUDA error here chooses the sequential operator,
+//! which reports it.
 template <class Config>
 bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   using Chunked = ChunkedForward<typename DefaultChunkedConfig<Config>::type>;
   const ProblemShape& s = args.shape;
-  if (!chunking_may_pay(s) || s.width <= 0) return false;
+  if (!chunking_may_pay(args) || s.width <= 0) return false;
   if (workspace_bytes < Chunked::workspace_size(args) || !Chunked::check_host(args).ok()) return false;
   int multiprocessors = 0, shared_per_multiprocessor = 0;
   if (!device_multiprocessor_count(multiprocessors).ok() ||
@@ -234,7 +240,7 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   const std::int64_t by_threads = 2048 / Config::kKernelThreads;
   const std::int64_t per_multiprocessor = std::max<std::int64_t>(1, std::min(by_shared, by_threads));
   const double sequential_ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-  return sequential_ctas < static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+  return 4.0 * sequential_ctas <= 3.0 * static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
 }
 
 }  // namespace detail

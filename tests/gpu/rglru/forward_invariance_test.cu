@@ -452,9 +452,12 @@ void check_decode_step_matches_forward() {
   }
   CHECK(changed_unowned == 0);
   CHECK(changed_owned == static_cast<std::size_t>(N));
-  // Negative control: one changed input of sequence 77 changes the decode step's y.
+  // Negative control: one changed input of sequence 77 changes the decode step's y. Moved by 1, not by one
+  // ulp: a one-ulp change of x can vanish in y's rounding when the carried state outweighs u (seen on the H200
+  // at 0de1a9d with HAWK_TEST_SEED=18300621831447830827).
   Problem nudged = p;
-  nudged.x[static_cast<std::size_t>(77 * W + 3)] = rglru_test::quantize_nudge<E>(nudged.x[static_cast<std::size_t>(77 * W + 3)]);
+  double& moved = nudged.x[static_cast<std::size_t>(77 * W + 3)];
+  moved = moved > 0 ? moved - 1.0 : moved + 1.0;
   CHECK(run(1, nudged).first != by_decode_step.first);
 }
 
