@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute over one launch of each RG-LRU forward kernel (bench/rglru/profile_rglru_forward.cu) at the
 # shapes named on the command line, after a build in build-gpu (bench/run-on-two-gpus.sh makes one). Writes
-# OUTDIR/<shape>-<kernel>.ncu-rep and its details page as text (stall reasons, throughput, occupancy).
+# OUTDIR/<shape>-<kernel>.ncu-rep, its details page as text (throughput, occupancy, scheduler statistics) and its
+# source page per SASS instruction (executions, stall samples) as gzipped CSV.
 #
 #   bench/profile-forward-on-gpu.sh OUTDIR [SHAPE:KERNEL ...]   (default: seed and long, sequential and chunked)
 set -uo pipefail
@@ -22,4 +23,7 @@ for run in "${runs[@]}"; do
     -f -o "$out/$shape-$kernel" "$driver" "$shape" "$kernel" 3 > "$out/$shape-$kernel.log" 2>&1
   echo "$shape $kernel: rc $?"
   "$ncu_bin" -i "$out/$shape-$kernel.ncu-rep" --page details > "$out/$shape-$kernel.txt" 2>&1
+  # Per SASS instruction: executions and stall samples (where the issue slots and the waits go).
+  "$ncu_bin" -i "$out/$shape-$kernel.ncu-rep" --page source --csv --print-source sass 2> /dev/null |
+    gzip > "$out/$shape-$kernel.sass.csv.gz"
 done

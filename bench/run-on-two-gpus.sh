@@ -3,12 +3,14 @@
 #   build (CMake, Release, every target) while the PyTorch extension builds;
 #   GPU 0: ctest's GPU suites and examples (the CPU tests too with HAWK_CPU_CTEST=1: CI runs them), every
 #          benchmark, then with HAWK_JAX=1 hawk_jax's tests (the wheels of .gpu/wheels-jax installed into python3
-#          first) and bench/compare_jax.py (at most 120 s);
+#          first) and bench/compare_jax.py (at most 120 s); HAWK_JAX_LANE=1 runs those on GPU 1 instead, after
+#          its Python checks;
 #   GPU 1: the PyTorch wheel built and installed into a fresh environment, the whole pytest suite against it
 #          (examples/torch/run_wheel_check_on_gpu.sh), its host cost (bench/compare_torch.py --host-cost-only,
 #          then --profile with HAWK_PROFILE=1) and bench/host_cost_breakdown.py, with HAWK_PEERS=1
 #          bench/compare_peers.py in that environment (the wheels of .gpu/wheels-peers installed there first; at
-#          most 240 s), then compute-sanitizer over the GPU suites until DEADLINE seconds after the
+#          most 240 s), with HAWK_PROFILE_FORWARD="SHAPE:KERNEL ..." Nsight Compute over those forward kernels
+#          (bench/profile-forward-on-gpu.sh), then compute-sanitizer over the GPU suites until DEADLINE seconds after the
 #          start (tests/run_sanitizer.py; HAWK_SANITIZE_TOOLS, HAWK_SANITIZE_SUITES as in run-on-gpu.sh, and
 #          HAWK_SANITIZE_FILTER, a regular expression the test case names must match; HAWK_SANITIZE_SKIP_CLEAN,
 #          earlier sanitizer logs whose clean cases are not run again; HAWK_SANITIZE_TIMEOUT, seconds per case and
@@ -51,6 +53,24 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUI
 cmake --build build-gpu -j "$(nproc)" -- -k 0 > "$out/build.log" 2>&1 || { grep -E "error|FAILED" -A3 "$out/build.log" | head -n 60; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
+# hawk_jax: build, CPU and GPU tests, then bench/compare_jax.py (at most 120 s), on the lane HAWK_JAX_LANE names.
+run_jax() {
+  bash bench/install-carried-wheels.sh "${PYTHON:-python3}" .gpu/wheels-jax > "$out/jax-wheels.log" 2>&1
+  local t0
+  t0=$(date +%s)
+  timeout $(( $(left) - 15 )) bash examples/jax/run_tests_on_gpu.sh "$out/jax" tests > "$out/jax.log" 2>&1
+  echo "jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/jax.summary"
+  grep -E "passed|failed|error" "$out/jax.log" | tail -n 4 >> "$out/jax.summary"
+  if [ ! -s "$out/jax/compare_jax.json" ] && [ -f build-jax/libhawk_jax_ffi.so ] && [ "$(left)" -gt 40 ]; then
+    t0=$(date +%s)
+    HAWK_JAX_LIBRARY="$here/build-jax/libhawk_jax_ffi.so" timeout $(( $(left) > 130 ? 120 : $(left) - 10 )) "${PYTHON:-python3}" bench/compare_jax.py \
+      --json "$out/compare_jax.json" > "$out/compare_jax.log" 2>&1
+    echo "compare_jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/jax.summary"
+  fi
+}
+jax_lane=none
+if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then jax_lane=${HAWK_JAX_LANE:-0}; fi
+
 # GPU 0: the suite, then the benchmarks.
 (
   export CUDA_VISIBLE_DEVICES=0
@@ -70,19 +90,7 @@ echo "build: $(( $(date +%s) - t0 )) s"
   timeout $(( $(left) - 10 )) bash bench/run-on-gpu.sh "$out/bench" --skip-tests --bench-filter 'bench_' \
     > "$out/bench.log" 2>&1
   echo "bench rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
-  if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then  # hawk_jax: build, CPU and GPU tests
-    bash bench/install-carried-wheels.sh "${PYTHON:-python3}" .gpu/wheels-jax > "$out/jax-wheels.log" 2>&1
-    t0=$(date +%s)
-    timeout $(( $(left) - 15 )) bash examples/jax/run_tests_on_gpu.sh "$out/jax" tests > "$out/jax.log" 2>&1
-    echo "jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/jax.summary"
-    grep -E "passed|failed|error" "$out/jax.log" | tail -n 4 >> "$out/jax.summary"
-    if [ ! -s "$out/jax/compare_jax.json" ] && [ -f build-jax/libhawk_jax_ffi.so ] && [ "$(left)" -gt 40 ]; then
-      t0=$(date +%s)
-      HAWK_JAX_LIBRARY="$here/build-jax/libhawk_jax_ffi.so" timeout $(( $(left) > 130 ? 120 : $(left) - 10 )) "${PYTHON:-python3}" bench/compare_jax.py \
-        --json "$out/compare_jax.json" > "$out/compare_jax.log" 2>&1
-      echo "compare_jax rc $? in $(( $(date +%s) - t0 )) s" >> "$out/jax.summary"
-    fi
-  fi
+  if [ "$jax_lane" = 0 ]; then run_jax; fi
   echo "1,0" > "$out/sanitize-gpus"  # GPU 0 is free: the sanitizer may use it too
 ) &
 gpu0=$!
@@ -121,6 +129,12 @@ echo "1" > "$out/sanitize-gpus"
       fi
     fi
   fi
+  if [ "${HAWK_PROFILE_FORWARD:-}" != "" ]; then  # Nsight Compute over the named forward kernels (SHAPE:KERNEL ...)
+    timeout $(( $(left) > 200 ? 150 : 30 )) bash bench/profile-forward-on-gpu.sh "$out/profile" $HAWK_PROFILE_FORWARD \
+      > "$out/profile.log" 2>&1
+    echo "forward profile rc $?" >> "$out/pytest.summary"
+  fi
+  if [ "$jax_lane" = 1 ]; then run_jax; fi
   exes=$(ls build-gpu/tests/gpu/*/hawk_gpu_* build-gpu/tests/hawk_gpu_* 2>/dev/null)
   if [ -n "${HAWK_SANITIZE_SUITES:-}" ]; then
     chosen=""; for exe in $exes; do for suite in $HAWK_SANITIZE_SUITES; do
