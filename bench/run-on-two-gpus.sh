@@ -76,9 +76,13 @@ if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then jax
   export CUDA_VISIBLE_DEVICES=0
   t0=$(date +%s)
   # The GPU suites and examples first (what only this machine can run), then the CPU tests (package, Python: minutes).
-  timeout $(( $(left) - 150 )) ctest --test-dir build-gpu --output-on-failure --timeout 300 -L 'gpu|example' \
-    > "$out/ctest.log" 2>&1
-  echo "ctest (GPU suites, examples) rc $? in $(( $(date +%s) - t0 )) s" > "$out/ctest.summary"
+  # The suites need about 215 s on an H200 (e7ca91e); the benchmarks after them about 30 s. HAWK_CTEST_RESERVE
+  # (default 60) is what ctest leaves of the deadline for them; a cut run says so (rc 124) rather than pass.
+  timeout $(( $(left) - ${HAWK_CTEST_RESERVE:-60} )) ctest --test-dir build-gpu --output-on-failure --timeout 300 \
+    -L 'gpu|example' > "$out/ctest.log" 2>&1
+  rc=$?
+  echo "ctest (GPU suites, examples) rc $rc in $(( $(date +%s) - t0 )) s" > "$out/ctest.summary"
+  [ "$rc" = 124 ] && echo "ctest CUT BY THE DEADLINE: the suites did not finish (raise DEADLINE)" >> "$out/ctest.summary"
   tail -n 8 "$out/ctest.log" >> "$out/ctest.summary"
   if [ "${HAWK_CPU_CTEST:-0}" = 1 ]; then  # the CPU tests (CI runs them too; minutes of this machine's time)
     timeout $(( $(left) - 150 )) ctest --test-dir build-gpu --output-on-failure --timeout 300 -LE 'gpu|example' \
