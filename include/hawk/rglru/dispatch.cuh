@@ -229,7 +229,8 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   using Chunked = ChunkedForward<typename DefaultChunkedConfig<Config>::type>;
   const ProblemShape& s = args.shape;
   if (!chunking_may_pay(args) || s.width <= 0) return false;
-  if (workspace_bytes < Chunked::workspace_size(args) || !Chunked::check_host(args).ok()) return false;
+  // The cheap question first (cached device attributes, arithmetic): on a full grid, the common training case,
+  // the chunked operator's host checks and workspace size are never asked.
   int multiprocessors = 0, shared_per_multiprocessor = 0;
   if (!device_multiprocessor_count(multiprocessors).ok() ||
       !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
@@ -240,7 +241,9 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   const std::int64_t by_threads = 2048 / Config::kKernelThreads;
   const std::int64_t per_multiprocessor = std::max<std::int64_t>(1, std::min(by_shared, by_threads));
   const double sequential_ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-  return 4.0 * sequential_ctas <= 3.0 * static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+  if (4.0 * sequential_ctas > 3.0 * static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor))
+    return false;
+  return workspace_bytes >= Chunked::workspace_size(args) && Chunked::check_host(args).ok();
 }
 
 }  // namespace detail
