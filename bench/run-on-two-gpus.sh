@@ -16,6 +16,8 @@
 #          earlier sanitizer logs whose clean cases are not run again; HAWK_SANITIZE_TIMEOUT, seconds per case and
 #          tool, default 240); once GPU 0 is done, the
 #          sanitizer's processes spread over both GPUs.
+# HAWK_TORCH=0 leaves the PyTorch lane out (GPU 1 goes straight to hawk_jax or the sanitizer); HAWK_GPU0_AFTER, a
+# command run on GPU 0 after the benchmarks with $OUT set to OUTDIR (e.g. a sweep filtered to new rows).
 # Everything it prints goes to OUTDIR (logs, JSON); a short summary goes to stdout.
 #
 #   bench/run-on-two-gpus.sh OUTDIR [DEADLINE_SECONDS (default 540)]
@@ -40,12 +42,15 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpu.tx
 
 # The PyTorch wheel builds beside the CMake build (both use every core; ninja shares them fairly enough), then
 # GPU 1 tests it.
-(
-  export CUDA_VISIBLE_DEVICES=1 TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(( $(nproc) / 2 ))
-  bash examples/torch/run_wheel_check_on_gpu.sh "$out/wheel" > "$out/torch-wheel.log" 2>&1
-  echo $? > "$out/torch-wheel.rc"
-) &
-torch_build=$!
+if [ "${HAWK_TORCH:-1}" = 1 ]; then
+  (
+    export CUDA_VISIBLE_DEVICES=1 TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(( $(nproc) / 2 ))
+    bash examples/torch/run_wheel_check_on_gpu.sh "$out/wheel" > "$out/torch-wheel.log" 2>&1
+    echo $? > "$out/torch-wheel.rc"
+  ) &
+else
+  echo "skipped (HAWK_TORCH=0)" > "$out/torch-wheel.rc"
+fi
 
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
@@ -94,6 +99,11 @@ if [ "${HAWK_JAX:-0}" = 1 ] && [ -x examples/jax/run_tests_on_gpu.sh ]; then jax
   timeout $(( $(left) - 10 )) bash bench/run-on-gpu.sh "$out/bench" --skip-tests --bench-filter 'bench_' \
     > "$out/bench.log" 2>&1
   echo "bench rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
+  if [ -n "${HAWK_GPU0_AFTER:-}" ] && [ "$(left)" -gt 20 ]; then
+    t0=$(date +%s)
+    OUT="$out" timeout $(( $(left) - 10 )) bash -c "$HAWK_GPU0_AFTER" > "$out/gpu0-after.log" 2>&1
+    echo "HAWK_GPU0_AFTER rc $? in $(( $(date +%s) - t0 )) s" >> "$out/ctest.summary"
+  fi
   if [ "$jax_lane" = 0 ]; then run_jax; fi
   echo "1,0" > "$out/sanitize-gpus"  # GPU 0 is free: the sanitizer may use it too
 ) &
