@@ -46,11 +46,14 @@ def parse_shape(text):
 
 
 def commit():
+    """HAWK_COMMIT (the GPU scripts set it: the device's copy of the tree may carry another HEAD), else git's HEAD."""
+    if os.environ.get("HAWK_COMMIT"):
+        return os.environ["HAWK_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("HAWK_COMMIT", "unknown")
+        return "unknown"
 
 
 def quartiles(samples):
