@@ -90,8 +90,8 @@ Row compare(const char* shape_name, const Shape& s, GateMode mode) {
 //! forward() runs.
 template <class Candidate, class Shipped>
 Row compare_sequential(const char* shape_name, const Shape& s) {
-  return compare_ops<hawk::rglru::Forward<Candidate>, hawk::rglru::Forward<Shipped>>(shape_name, s, kFused,
-                                                                                     sequential_config_name<Candidate>());
+  return compare_ops<hawk::rglru::Forward<Candidate>, hawk::rglru::Forward<Shipped>>(
+      shape_name, s, Candidate::kFused ? kFused : kLogits, sequential_config_name<Candidate>());
 }
 
 //! The shipped chunked configuration Chunked as candidate against the shipped sequential configuration
@@ -111,6 +111,9 @@ using Shipped = typename hawk::rglru::DefaultChunkedConfig<Sequential>::type;
 template <int BlockWidth, int WidthTile, int Threads = 256, int Stages = 2>
 using Seq = hawk::rglru::ForwardConfig<Element, BlockWidth, WidthTile, hawk::rglru::kDefaultTimeChunk, Threads, Policy,
                                        kFused, Stages>;
+template <int WidthTile, int Threads = 256, int Stages = 4>
+using SeqLogitsCandidate = hawk::rglru::ForwardConfig<Element, 0, WidthTile, hawk::rglru::kDefaultTimeChunk, Threads,
+                                                      Policy, kLogits, Stages>;
 
 }  // namespace
 
@@ -184,7 +187,19 @@ int main(int argc, char** argv) {
                                     std::pair<const char*, Shape>{"(1,65536,2560,10)", longest}}) {
     rows.push_back(compare_chunked_with_sequential<ShippedLogits, SeqLogits>(name, shape, kLogits));
   }
-  // Gate-logits mode.
+  // Gate-logits mode, the sequential forward (what forward() runs there; 60% of copy at the seed shape, 28% at
+  // one long sequence): more CTAs (width tiles of 16 and 8), more or fewer producer warps, deeper pipelines.
+  for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
+                                    std::pair<const char*, Shape>{"(16,1024,1024,16)", small},
+                                    std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill}}) {
+    rows.push_back(compare_sequential<SeqLogitsCandidate<16, 128>, SeqLogits>(name, shape));
+    rows.push_back(compare_sequential<SeqLogitsCandidate<16, 256>, SeqLogits>(name, shape));
+    rows.push_back(compare_sequential<SeqLogitsCandidate<32, 256, 6>, SeqLogits>(name, shape));
+    rows.push_back(compare_sequential<SeqLogitsCandidate<32, 512>, SeqLogits>(name, shape));
+    rows.push_back(compare_sequential<SeqLogitsCandidate<64, 256>, SeqLogits>(name, shape));
+  }
+  rows.push_back(compare_sequential<SeqLogitsCandidate<8, 128>, SeqLogits>("(1,8192,2560,10)", prefill));
+  // Gate-logits mode, chunked candidates.
   for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
                                     std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill}}) {
     rows.push_back(compare<Logits<64, 128, 64>, ShippedLogits>(name, shape, kLogits));
