@@ -20,17 +20,9 @@
 #include <vector>
 
 #include "hawk/rglru/block/chained_carry.cuh"
+#include "probe_support.cuh"
 
 namespace {
-
-#define PROBE_CUDA(call)                                                                     \
-  do {                                                                                       \
-    const cudaError_t error_ = (call);                                                       \
-    if (error_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(error_));                   \
-      std::exit(2);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 struct Chain {
   unsigned long long* counter;  // the ticket counter

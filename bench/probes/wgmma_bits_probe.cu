@@ -22,21 +22,14 @@
 #include <random>
 #include <vector>
 
+#include "probe_support.cuh"
+
 namespace {
 
 constexpr int kM = 64;
 constexpr int kN = 64;
 constexpr int kK = 256;
 constexpr int kThreads = 128;  // one warpgroup
-
-#define PROBE_CUDA(call)                                                                     \
-  do {                                                                                       \
-    const cudaError_t error_ = (call);                                                       \
-    if (error_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(error_));                   \
-      std::exit(2);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 // Shared-memory layout of an operand for wgmma without swizzle: 8 x 8 "core matrices" of 16-bit elements (8 rows
 // of 16 contiguous bytes, 128 bytes each); core matrix (row block rb, k block kb) at byte ((kb * 8) + rb) * 128.
