@@ -6,12 +6,14 @@
 //
 // Protocol as bench_rglru (bench_rglru_support.cuh): CUDA events, warm-up, AB/BA rounds against the shipped
 // configuration, 20 back-to-back calls per sample, inputs rotated beyond the L2. JSON to stdout and argv[1];
-// a table on stderr.
+// a table on stderr. HAWK_SWEEP_FILTER=TEXT times only the rows whose candidate contains TEXT (e.g.
+// "persistent against one-shot"); the others are left out of the output.
 
 #include <thrust/device_vector.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -47,13 +49,21 @@ std::string sequential_config_name() {
          std::to_string(Config::kSharedBytes / 1024) + " KB";
 }
 
-//! Times operator CandidateOp against ShippedOp at shape s, AB/BA.
+//! The status of a row HAWK_SWEEP_FILTER leaves out (not timed, not reported).
+const char* const kNotSelected = "not selected";
+
+//! Times operator CandidateOp against ShippedOp at shape s, AB/BA, unless HAWK_SWEEP_FILTER leaves it out.
 template <class CandidateOp, class ShippedOp>
 Row compare_ops(const char* shape_name, const Shape& s, GateMode mode, std::string config) {
   Row row;
   row.shape = shape_name;
   row.mode = mode == kFused ? "fused" : "gate_logits";
   row.config = std::move(config);
+  const char* filter = std::getenv("HAWK_SWEEP_FILTER");
+  if (filter != nullptr && row.config.find(filter) == std::string::npos) {
+    row.status = kNotSelected;
+    return row;
+  }
   ForwardBuffers b = make_buffers(s, mode, s.B);
   // The forward alone: a reset at each sequence start, no h0, no checkpoints.
   auto args_for = [&](int set) {
@@ -208,13 +218,19 @@ int main(int argc, char** argv) {
     rows.push_back(compare<Logits<16, 128, 64>, ShippedLogits>(name, shape, kLogits));
   }
 
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == kNotSelected; }),
+             rows.end());
+
   cudaDeviceProp properties{};
   BENCH_CUDA(cudaGetDeviceProperties(&properties, 0));
   const char* commit = std::getenv("HAWK_COMMIT");
   std::string json = "{\n  \"benchmark\": \"rglru_forward_config_sweep\",\n  \"gpu\": \"" + std::string(properties.name) +
                      "\",\n  \"commit\": \"" + (commit ? commit : "unknown") +
                      "\",\n  \"protocol\": \"bf16, ResetAtSequenceStart, forward only; medians of 20 samples of 20 "
-                     "calls, AB/BA against the shipped configuration of the same kind (sequential or chunked)\",\n  \"rows\": [\n";
+                     "calls, AB/BA against the shipped configuration of the same kind (sequential or chunked; a "
+                     "candidate named 'X against Y' runs against Y)\",\n";
+  if (const char* filter = std::getenv("HAWK_SWEEP_FILTER")) json += "  \"filter\": \"" + std::string(filter) + "\",\n";
+  json += "  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     json += "    {\"shape\": \"" + r.shape + "\", \"mode\": \"" + r.mode + "\", \"candidate\": \"" + r.config +
