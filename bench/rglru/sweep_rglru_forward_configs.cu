@@ -7,7 +7,7 @@
 // Protocol as bench_rglru (bench_rglru_support.cuh): CUDA events, warm-up, AB/BA rounds against the shipped
 // configuration, 20 back-to-back calls per sample, inputs rotated beyond the L2. JSON to stdout and argv[1];
 // a table on stderr. HAWK_SWEEP_FILTER=TEXT times only the rows whose candidate contains TEXT (e.g.
-// "persistent against one-shot"); the others are left out of the output.
+// "gates in smem"); the others are left out of the output.
 
 #include <thrust/device_vector.h>
 
