@@ -7,6 +7,12 @@ namespace {
 
 using RglruForward = hawk::rglru::DefaultFusedConfig<__nv_bfloat16, 128, hawk::rglru::ResetFlags>::type;
 using RglruGateLogits = hawk::rglru::DefaultGateLogitsConfig<__half, hawk::rglru::NoReset>::type;
+// The chunked forward's bulk loads compile everywhere (they trap below sm_90, where can_implement refuses them).
+using RglruChunked = hawk::rglru::DefaultChunkedConfig<RglruForward>::type;
+using RglruChunkedBulk =
+    hawk::rglru::ChunkedForwardConfig<__nv_bfloat16, RglruChunked::kBlockWidth, RglruChunked::kWidthTile,
+                                      RglruChunked::kChunk, RglruChunked::kSubChunk, RglruChunked::kThreads,
+                                      hawk::rglru::ResetFlags, hawk::rglru::GateMode::kFused, true, true>;
 
 }  // namespace
 
@@ -19,6 +25,7 @@ hawk::Status arch_check_rglru(const hawk::rglru::ForwardArguments& forward_args,
       forward_args, nullptr, 0, stream));
   HAWK_RETURN_IF_ERROR(hawk::rglru::ChunkedForward<hawk::rglru::DefaultChunkedConfig<RglruGateLogits>::type>::run(
       forward_args, nullptr, 0, stream));
+  HAWK_RETURN_IF_ERROR(hawk::rglru::ChunkedForward<RglruChunkedBulk>::run(forward_args, nullptr, 0, stream));
   return hawk::rglru::Backward<hawk::rglru::BackwardConfig<RglruForward>>::run(backward_args, nullptr, 0, stream);
 }
 

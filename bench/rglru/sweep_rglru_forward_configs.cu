@@ -38,7 +38,7 @@ template <class Config>
 std::string config_name() {
   return "WidthTile " + std::to_string(Config::kWidthTile) + ", Chunk " + std::to_string(Config::kChunk) +
          ", SubChunk " + std::to_string(Config::kSubChunk) + ", Threads " + std::to_string(Config::kThreads) +
-         ", smem " + std::to_string(Config::kSharedBytes / 1024) + " KB";
+         ", smem " + std::to_string(Config::kSharedBytes / 1024) + " KB" + (Config::kBulkLoads ? ", bulk loads" : "");
 }
 
 template <class Config>
@@ -118,6 +118,9 @@ template <int WidthTile, int Chunk, int SubChunk, int Threads = 256>
 using Logits = ChunkedForwardConfig<Element, 0, WidthTile, Chunk, SubChunk, Threads, Policy, kLogits>;
 template <class Sequential>
 using Shipped = typename hawk::rglru::DefaultChunkedConfig<Sequential>::type;
+template <class C>
+using WithBulkLoads = ChunkedForwardConfig<Element, C::kBlockWidth, C::kWidthTile, C::kChunk, C::kSubChunk,
+                                           C::kThreads, Policy, C::kMode, true, /*BulkLoads=*/true>;
 template <int BlockWidth, int WidthTile, int Threads = 256, int Stages = 2>
 using Seq = hawk::rglru::ForwardConfig<Element, BlockWidth, WidthTile, hawk::rglru::kDefaultTimeChunk, Threads, Policy,
                                        kFused, Stages>;
@@ -217,6 +220,18 @@ int main(int argc, char** argv) {
     rows.push_back(compare<Logits<32, 128, 32>, ShippedLogits>(name, shape, kLogits));
     rows.push_back(compare<Logits<16, 128, 64>, ShippedLogits>(name, shape, kLogits));
   }
+
+  // Bulk loads (one warp's bulk copies on transaction barriers) against every thread's cp.async, the shipped
+  // chunked configurations otherwise unchanged, where forward() runs the chunked kernel and at the seed shape.
+  using BulkW128 = WithBulkLoads<ShippedW128>;
+  using BulkW256 = WithBulkLoads<ShippedW256>;
+  using BulkW64 = WithBulkLoads<ShippedW64>;
+  rows.push_back(compare<BulkW128, ShippedW128>("(1,2048,2048,16)", one_seed, kFused));
+  rows.push_back(compare<BulkW128, ShippedW128>("(4,2048,2048,16)", seed, kFused));
+  rows.push_back(compare<BulkW64, ShippedW64>("(16,1024,1024,16)", small, kFused));
+  rows.push_back(compare<BulkW256, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
+  rows.push_back(compare<BulkW256, ShippedW256>("(2,4096,2560,10)", two_long, kFused));
+  rows.push_back(compare<BulkW256, ShippedW256>("(1,65536,2560,10)", longest, kFused));
 
   rows.erase(std::remove_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == kNotSelected; }),
              rows.end());

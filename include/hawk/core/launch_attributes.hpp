@@ -101,6 +101,12 @@ inline Status device_shared_memory_per_multiprocessor(int& bytes) {
   return detail::cached_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, cache, bytes);
 }
 
+//! The current device's compute capability major version (9 for sm_90), queried once per device.
+inline Status device_compute_capability_major(int& major) {
+  static detail::PerDeviceInts cache;  // zero-initialised (static storage)
+  return detail::cached_device_attribute(cudaDevAttrComputeCapabilityMajor, cache, major);
+}
+
 //! Sets a kernel's dynamic shared memory limit once per device. `Tag`: a type unique to the kernel
 //! instantiation (see the file comment).
 template <class Tag>

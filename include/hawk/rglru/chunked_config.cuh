@@ -31,8 +31,11 @@ constexpr int kDefaultChunk = 128;
 //! \tparam GatesInRegisters  fused mode: compute the gates straight from the projection's accumulators where the
 //!                           sub-chunk's tiles pair (Phase::kGatesInRegisters); false keeps the shared-memory path
 //!                           (the same bits; the tests' witness).
+//! \tparam BulkLoads  fused mode, sm_90+: phase 1 loads the weight slice and the x rows with bulk copies
+//!                    issued by one warp and completed on transaction barriers (core/bulk_copy.cuh) instead of
+//!                    every thread's 16-byte cp.async; the same bytes in the same places, so the same bits.
 template <class Element_, int BlockWidth_, int WidthTile_, int Chunk_, int SubChunk_, int Threads_,
-          class ResetPolicy_, GateMode Mode_, bool GatesInRegisters_ = true>
+          class ResetPolicy_, GateMode Mode_, bool GatesInRegisters_ = true, bool BulkLoads_ = false>
 struct ChunkedForwardConfig {
   //! The sub-chunk's tiles: a sequential-forward configuration whose time chunk is one sub-chunk.
   using Phase = ForwardConfig<Element_, BlockWidth_, WidthTile_, SubChunk_, Threads_, ResetPolicy_, Mode_, 2>;
@@ -46,6 +49,9 @@ struct ChunkedForwardConfig {
   static constexpr bool kTensorCores = Phase::kTensorCores;
   //! Whether phase 1 computes the gates in registers (block/chunk_gates.cuh).
   static constexpr bool kGatesInRegisters = GatesInRegisters_ && Phase::kGatesInRegisters;
+  //! Whether phase 1 loads through bulk copies (sm_90+; ChunkedForward::can_implement refuses it below).
+  static constexpr bool kBulkLoads = BulkLoads_;
+  static_assert(!BulkLoads_ || Phase::kFused, "ChunkedForwardConfig: BulkLoads is for fused configurations");
   static constexpr int kBlockWidth = BlockWidth_;
   static constexpr int kWidthTile = WidthTile_;
   static constexpr int kChunk = Chunk_;
@@ -74,6 +80,8 @@ struct ChunkedForwardConfig {
   static constexpr std::size_t kGateOffset = kStageOffset + kStageBytes * kStages;
   static constexpr std::size_t kGateBytes = detail::round_up_bytes(sizeof(float) * Chunk_ * kGateStride);
   static constexpr std::size_t kTicketOffset = kGateOffset + kGateBytes;
+  //! BulkLoads: one 8-byte transaction barrier per stage, in the ticket's 128-byte region.
+  static constexpr std::size_t kBarrierOffset = kTicketOffset + 64;
   static constexpr std::size_t kSharedBytes = kTicketOffset + 128;
   static_assert(kSharedBytes <= 227u * 1024u,
                 "ChunkedForwardConfig: shared memory exceeds 227 KB per CTA; use a smaller Chunk, SubChunk or "

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "hawk/core/async_copy.cuh"
+#include "hawk/core/bulk_copy.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/block/fused_gates.cuh"
 #include "hawk/rglru/block/gate_phase.cuh"
@@ -48,12 +49,19 @@ struct ChunkSharedTiles {
   float* bias;
   Element* stages;
   float* gates;  //!< [Chunk][kGateStride] fp32
+  std::uint64_t* barriers;  //!< BulkLoads: the two stages' transaction barriers
+
+  //! The pipeline stage that holds sub-chunk `s`'s inputs (two stages, alternating).
+  __device__ Element* stage(int s) const {
+    return stages + (s & 1) * static_cast<int>(Config::kStageBytes / sizeof(Element));
+  }
 
   __device__ static ChunkSharedTiles carve(unsigned char* shared) {
     return {reinterpret_cast<Element*>(shared + Config::kWeightOffset),
             reinterpret_cast<float*>(shared + Config::kBiasOffset),
             reinterpret_cast<Element*>(shared + Config::kStageOffset),
-            reinterpret_cast<float*>(shared + Config::kGateOffset)};
+            reinterpret_cast<float*>(shared + Config::kGateOffset),
+            reinterpret_cast<std::uint64_t*>(shared + Config::kBarrierOffset)};
   }
 };
 
@@ -100,21 +108,110 @@ __device__ __forceinline__ void sub_chunk_gates(const Params& p,
   }
 }
 
-}  // namespace detail
-
-//! The whole CTA computes rows [0, valid) of tiles.gates (a_bar | u) for `chunk`; rows of the last sub-chunk
-//! past `valid` hold the gates of zero inputs. Ends with a CTA-wide barrier: the gate tile is complete and no
-//! cp.async is in flight.
-template <class Config, class Params>
-__device__ __forceinline__ void compute_chunk_gates(const Params& p,
-                                                    const ChunkSharedTiles<Config>& tiles, const ChunkExtent& chunk,
-                                                    int thread) {
+//! The gates of sub-chunk `s` of the chunk from its staged inputs `stage`, into rows [s · SubChunk, ...) of the
+//! gate tile: the projection and gate math of every path of phase 1 (called after the stage is visible to every
+//! thread; ends without a barrier).
+template <class Config, class Params, class Coefficients>
+__device__ __forceinline__ void sub_chunk_phase(const Params& p, const ChunkSharedTiles<Config>& tiles,
+                                                const ChunkExtent& chunk, const typename Config::Element* stage,
+                                                int s, int col_in_block, const Coefficients& coefficients,
+                                                int thread) {
   using Element = typename Config::Element;
   using Phase = typename Config::Phase;
   constexpr int kP = Config::kSubChunk;
-  constexpr int kWT = Config::kWidthTile;
   constexpr int kGS = Config::kGateStride;
-  constexpr int kStageElements = static_cast<int>(Config::kStageBytes / sizeof(Element));
+  float* gates = tiles.gates + s * kP * kGS;
+  const std::int64_t sub_start = chunk.chunk_start + static_cast<std::int64_t>(s) * kP;
+  if constexpr (Config::kGatesInRegisters) {
+    // Projection and gate math in one pass from the accumulators (block/fused_gates.cuh): no gx | ga round trip
+    // through the gate tile, no barrier between them.
+    const int sub_valid = chunk.valid - s * kP < kP ? chunk.valid - s * kP : kP;
+    const std::uint8_t* reset_flags =
+        Config::ResetPolicy::kMode == ResetMode::kFlags ? p.reset + (chunk.begin + sub_start) : nullptr;
+    detail::fused_gate_phase<Phase>(stage, tiles.weights, tiles.bias, gates, reset_flags, sub_start, sub_valid,
+                                    coefficients, col_in_block, thread);
+  } else if constexpr (Config::kFused) {
+    if constexpr (Config::kTensorCores) {
+      block_mma_project<Element, kP, Phase::kProjCols, Config::kBlockWidth, Phase::kMmaWarpsM, Phase::kMmaWarpsN>(
+          stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
+    } else {
+      block_simt_project<kP, Phase::kProjCols, Config::kBlockWidth, Config::kThreads, Phase::kSimtRows>(
+          stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
+    }
+    __syncthreads();  // gx, ga of the sub-chunk complete
+    detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
+  } else {
+    detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
+  }
+}
+
+//! The per-channel constants of phase 1: of the thread's accumulator channels (gates in registers), or of channel
+//! thread % WidthTile (the shared-memory path).
+template <class Config, class Params>
+__device__ __forceinline__ auto chunk_gate_coefficients(const Params& p, const ChunkExtent& chunk, int thread) {
+  if constexpr (Config::kGatesInRegisters) {
+    return FusedGateCoefficients<typename Config::Phase>::load(p.a_param, chunk.col0, thread);
+  } else {
+    return log_a_coefficient(p.a_param[chunk.col0 + thread % Config::kWidthTile]);
+  }
+}
+
+}  // namespace detail
+
+//! compute_chunk_gates with Config::kBulkLoads (fused, sm_90+): warp 0 loads the weight slice and the x rows by bulk
+//! copies, one transaction barrier per stage; every thread waits on the barrier of the sub-chunk it computes.
+//! The same bytes reach the same places as through load_weights / load_chunk, and the sub-chunk phase is the same
+//! code: the same bits.
+template <class Config, class Params>
+__device__ __forceinline__ void compute_chunk_gates_bulk(const Params& p, const ChunkSharedTiles<Config>& tiles,
+                                                         const ChunkExtent& chunk, int thread) {
+  using Phase = typename Config::Phase;
+  constexpr int kP = Config::kSubChunk;
+  const detail::TileColumns columns = detail::tile_columns<Phase>(chunk.col0);
+  const int sub_chunks = (chunk.valid + kP - 1) / kP;
+  const bool issuer = thread < 32;  // warp 0 issues every copy
+  std::uint64_t* const barriers = tiles.barriers;
+  // Stage b's barrier, use u (sub-chunk s = 2u + b): zero-fill, announce, issue (token_loader.cuh's order).
+  const auto issue = [&](int s, bool with_weights) {
+    auto* const stage = tiles.stage(s);
+    const std::int64_t start = chunk.chunk_start + static_cast<std::int64_t>(s) * kP;
+    detail::zero_fill_rows_bulk<Phase>(stage, start, chunk.length, thread);
+    __syncwarp();
+    if (thread == 0)
+      expect_transaction_bytes(&barriers[s & 1], detail::chunk_rows_bulk_bytes<Phase>(start, chunk.length) +
+                                                      (with_weights ? detail::weights_bulk_bytes<Phase>() : 0u));
+    __syncwarp();
+    if (with_weights)
+      detail::issue_weights_bulk<Phase>(p.Wx, p.Wa, tiles.weights, columns.block, columns.col_in_block,
+                                        &barriers[0], thread);
+    detail::issue_chunk_rows_bulk<Phase>(p.x, p.width, stage, chunk.begin, start, chunk.length, columns.input_col0,
+                                         &barriers[s & 1], thread);
+  };
+  if (thread == 0) {
+    init_transaction_barrier(&barriers[0], 1);
+    init_transaction_barrier(&barriers[1], 1);
+    fence_transaction_barrier_init();
+  }
+  detail::load_bias<Phase>(p.bx, p.ba, tiles.bias, columns.block, columns.col_in_block, thread);
+  __syncthreads();  // the barriers initialised, the bias visible
+  if (issuer) issue(0, true);
+  const auto coefficients = detail::chunk_gate_coefficients<Config>(p, chunk, thread);
+  for (int s = 0; s < sub_chunks; ++s) {
+    // Sub-chunk s + 1 into the other stage, which every thread finished reading at the end of s - 1.
+    if (issuer && s + 1 < sub_chunks) issue(s + 1, false);
+    wait_transaction_barrier(&barriers[s & 1], static_cast<std::uint32_t>((s >> 1) & 1));
+    detail::sub_chunk_phase<Config>(p, tiles, chunk, tiles.stage(s), s,
+                                    columns.col_in_block, coefficients, thread);
+    __syncthreads();  // the stage is free for sub-chunk s + 2; at the end, the gate tile is complete
+  }
+}
+
+//! compute_chunk_gates through every thread's cp.async (every configuration without kBulkLoads, any sm_80+).
+template <class Config, class Params>
+__device__ __forceinline__ void compute_chunk_gates_cp_async(const Params& p, const ChunkSharedTiles<Config>& tiles,
+                                                             const ChunkExtent& chunk, int thread) {
+  using Phase = typename Config::Phase;
+  constexpr int kP = Config::kSubChunk;
 
   // Fused: where the tile's channels sit in their block, and the block's x columns a stage holds.
   const detail::TileColumns columns = detail::tile_columns<Phase>(chunk.col0);
@@ -127,52 +224,35 @@ __device__ __forceinline__ void compute_chunk_gates(const Params& p,
   detail::load_chunk<Phase>(p.x, p.gx, p.ga, p.width, tiles.stages, chunk.begin, chunk.chunk_start, chunk.length, input_col0, thread);
   cp_async_commit();
 
-  // The per-channel constants: of the thread's accumulator channels (gates in registers), or of channel
-  // thread % WidthTile (the shared-memory path).
-  const auto coefficients = [&] {
-    if constexpr (Config::kGatesInRegisters) {
-      return detail::FusedGateCoefficients<Phase>::load(p.a_param, chunk.col0, thread);
-    } else {
-      return log_a_coefficient(p.a_param[chunk.col0 + thread % kWT]);
-    }
-  }();
+  const auto coefficients = detail::chunk_gate_coefficients<Config>(p, chunk, thread);
   const int sub_chunks = (chunk.valid + kP - 1) / kP;
   for (int s = 0; s < sub_chunks; ++s) {
     // Stream sub-chunk s + 1 into the other stage, which the gate phase of s - 1 finished reading.
     if (s + 1 < sub_chunks)
-      detail::load_chunk<Phase>(p.x, p.gx, p.ga, p.width, tiles.stages + ((s + 1) & 1) * kStageElements, chunk.begin,
+      detail::load_chunk<Phase>(p.x, p.gx, p.ga, p.width, tiles.stage(s + 1), chunk.begin,
                                 chunk.chunk_start + static_cast<std::int64_t>(s + 1) * kP, chunk.length, input_col0,
                                 thread);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();  // sub-chunk s (and at s = 0 the weights and bias) visible to every thread
-    const Element* stage = tiles.stages + (s & 1) * kStageElements;
-    float* gates = tiles.gates + s * kP * kGS;
-    const std::int64_t sub_start = chunk.chunk_start + static_cast<std::int64_t>(s) * kP;
-    if constexpr (Config::kGatesInRegisters) {
-      // Projection and gate math in one pass from the accumulators (block/fused_gates.cuh): no gx | ga round trip
-      // through the gate tile, no barrier between them.
-      const int sub_valid = chunk.valid - s * kP < kP ? chunk.valid - s * kP : kP;
-      const std::uint8_t* reset_flags =
-          Config::ResetPolicy::kMode == ResetMode::kFlags ? p.reset + (chunk.begin + sub_start) : nullptr;
-      detail::fused_gate_phase<Phase>(stage, tiles.weights, tiles.bias, gates, reset_flags, sub_start, sub_valid,
-                                      coefficients, col_in_block, thread);
-    } else if constexpr (Config::kFused) {
-      if constexpr (Config::kTensorCores) {
-        block_mma_project<Element, kP, Phase::kProjCols, Config::kBlockWidth, Phase::kMmaWarpsM, Phase::kMmaWarpsN>(
-            stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
-      } else {
-        block_simt_project<kP, Phase::kProjCols, Config::kBlockWidth, Config::kThreads, Phase::kSimtRows>(
-            stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
-      }
-      __syncthreads();  // gx, ga of the sub-chunk complete
-      detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
-    } else {
-      detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
-    }
+    detail::sub_chunk_phase<Config>(p, tiles, chunk, tiles.stage(s), s, col_in_block,
+                                    coefficients, thread);
     __syncthreads();  // the stage is free for sub-chunk s + 2; at the end, the gate tile is complete
   }
   cp_async_wait<0>();  // the trailing commit is empty; nothing in flight at the hand-over
+}
+
+//! The whole CTA computes rows [0, valid) of tiles.gates (a_bar | u) for `chunk`; rows of the last sub-chunk
+//! past `valid` hold the gates of zero inputs. Ends with a CTA-wide barrier: the gate tile is complete and no
+//! copy is in flight.
+template <class Config, class Params>
+__device__ __forceinline__ void compute_chunk_gates(const Params& p, const ChunkSharedTiles<Config>& tiles,
+                                                    const ChunkExtent& chunk, int thread) {
+  if constexpr (Config::kBulkLoads) {
+    compute_chunk_gates_bulk<Config>(p, tiles, chunk, thread);
+  } else {
+    compute_chunk_gates_cp_async<Config>(p, tiles, chunk, thread);
+  }
 }
 
 #endif  // __CUDACC__

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "hawk/core/async_copy.cuh"
+#include "hawk/core/bulk_copy.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -89,6 +90,74 @@ __device__ __forceinline__ void load_weights(const typename Config::Element* Wx,
     const int col = (part % kPiecesPerHalf) * kVec;
     const auto* source = (gate_a ? Wa : Wx) + (static_cast<std::int64_t>(block) * kW + k) * kW + col_in_block + col;
     cp_async_16(weights + k * Config::kWeightStride + (gate_a ? Config::kWidthTile : 0) + col, source, true);
+  }
+}
+
+//! Bytes `issue_chunk_rows_bulk` delivers for one stage (the rows of the sequence; the others are zero-filled).
+template <class Config>
+__device__ __forceinline__ std::uint32_t chunk_rows_bulk_bytes(std::int64_t chunk_start, std::int64_t length) {
+  const std::int64_t left = length - chunk_start;
+  const std::int64_t rows = left < 0 ? 0 : left < Config::kTimeChunk ? left : Config::kTimeChunk;
+  return static_cast<std::uint32_t>(rows) * Config::kInputCols * static_cast<std::uint32_t>(sizeof(typename Config::Element));
+}
+
+//! Bytes `issue_weights_bulk` delivers.
+template <class Config>
+constexpr std::uint32_t weights_bulk_bytes() {
+  return 2u * Config::kBlockWidth * Config::kWidthTile * static_cast<std::uint32_t>(sizeof(typename Config::Element));
+}
+
+//! The x rows of a stage past `length` set to zero (what cp.async's zero-fill gives load_chunk), by plain 16-byte
+//! stores of the 32 lanes of one warp: the rows issue_chunk_rows_bulk leaves out.
+template <class Config>
+__device__ __forceinline__ void zero_fill_rows_bulk(typename Config::Element* stage, std::int64_t chunk_start,
+                                                    std::int64_t length, int lane) {
+  static_assert(Config::kFused, "zero_fill_rows_bulk: fused mode (x rows only)");
+  constexpr int kPiecesPerRow = Config::kInputCols * static_cast<int>(sizeof(typename Config::Element)) / 16;
+  for (int row = lane; row < Config::kTimeChunk; row += 32) {
+    if (chunk_start + row < length) continue;
+    auto* destination = reinterpret_cast<uint4*>(stage + row * Config::kInputStride);
+    for (int piece = 0; piece < kPiecesPerRow; ++piece) destination[piece] = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+//! load_chunk's x rows (fused mode) of the sequence as one bulk copy per row, issued by the 32 lanes of one warp
+//! (`lane`) and completed on `barrier`: the same bytes in the same places as load_chunk. The issuing warp first
+//! zero-fills the other rows (zero_fill_rows_bulk), then __syncwarp, then one lane announces the barrier use's
+//! bytes (chunk_rows_bulk_bytes, plus the weights' on the first use) and, after another __syncwarp, the lanes
+//! issue: the zeros are ordered before the barrier's completion, and the bytes before the copies that deliver them.
+template <class Config>
+__device__ __forceinline__ void issue_chunk_rows_bulk(const typename Config::Element* x, std::int64_t width,
+                                                      typename Config::Element* stage, std::int64_t sequence_begin,
+                                                      std::int64_t chunk_start, std::int64_t length,
+                                                      std::int64_t input_col0, std::uint64_t* barrier, int lane) {
+  static_assert(Config::kFused, "issue_chunk_rows_bulk: fused mode (x rows only)");
+  constexpr std::uint32_t kRowBytes = Config::kInputCols * static_cast<std::uint32_t>(sizeof(typename Config::Element));
+  static_assert(kRowBytes % 16 == 0 && (Config::kInputStride * sizeof(typename Config::Element)) % 16 == 0,
+                "issue_chunk_rows_bulk: rows must be whole 16-byte pieces");
+  for (int row = lane; row < Config::kTimeChunk; row += 32) {
+    if (chunk_start + row >= length) continue;
+    const std::int64_t token = sequence_begin + chunk_start + row;
+    bulk_copy_to_shared(stage + row * Config::kInputStride, x + token * width + input_col0, kRowBytes, barrier);
+  }
+}
+
+//! load_weights as bulk copies: one per (k, Wx | Wa) row piece of WidthTile elements, issued by one warp.
+template <class Config>
+__device__ __forceinline__ void issue_weights_bulk(const typename Config::Element* Wx,
+                                                   const typename Config::Element* Wa,
+                                                   typename Config::Element* weights, int block, int col_in_block,
+                                                   std::uint64_t* barrier, int lane) {
+  constexpr int kW = Config::kBlockWidth;
+  constexpr std::uint32_t kPieceBytes = Config::kWidthTile * static_cast<std::uint32_t>(sizeof(typename Config::Element));
+  static_assert(kPieceBytes % 16 == 0 && (Config::kWeightStride * sizeof(typename Config::Element)) % 16 == 0,
+                "issue_weights_bulk: weight pieces must be whole 16-byte pieces");
+  for (int piece = lane; piece < 2 * kW; piece += 32) {
+    const int k = piece / 2;
+    const bool gate_a = (piece % 2) != 0;
+    const auto* source = (gate_a ? Wa : Wx) + (static_cast<std::int64_t>(block) * kW + k) * kW + col_in_block;
+    bulk_copy_to_shared(weights + k * Config::kWeightStride + (gate_a ? Config::kWidthTile : 0), source, kPieceBytes,
+                        barrier);
   }
 }
 

@@ -338,5 +338,15 @@ inline Status check_shared_memory(std::size_t bytes) {
   return Status::success();
 }
 
+//! Whether the current device runs bulk copies and transaction barriers (sm_90 and later; core/bulk_copy.cuh).
+inline Status check_bulk_copies() {
+  int major = 0;
+  HAWK_RETURN_IF_ERROR(device_compute_capability_major(major));
+  HAWK_REQUIRE(major >= 9, StatusCode::kUnsupportedConfiguration,
+               "the configuration loads its tiles with bulk copies (BulkLoads), which need sm_90 or later; this "
+               "device is sm_" + std::to_string(major) + "x");
+  return Status::success();
+}
+
 }  // namespace rglru
 }  // namespace hawk

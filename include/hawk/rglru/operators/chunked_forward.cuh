@@ -39,6 +39,7 @@ class ChunkedForward {
 
   static Status can_implement(const ForwardArguments& args) {
     HAWK_RETURN_IF_ERROR(check_host(args));
+    if constexpr (Config::kBulkLoads) HAWK_RETURN_IF_ERROR(check_bulk_copies());
     return check_shared_memory(Config::kSharedBytes);
   }
 
