@@ -176,7 +176,6 @@ __device__ __forceinline__ void compute_chunk_gates_bulk(const Params& p, const 
     auto* const stage = tiles.stage(s);
     const std::int64_t start = chunk.chunk_start + static_cast<std::int64_t>(s) * kP;
     detail::zero_fill_rows_bulk<Phase>(stage, start, chunk.length, thread);
-    __syncwarp();
     if (thread == 0)
       expect_transaction_bytes(&barriers[s & 1], detail::chunk_rows_bulk_bytes<Phase>(start, chunk.length) +
                                                       (with_weights ? detail::weights_bulk_bytes<Phase>() : 0u));
@@ -187,14 +186,19 @@ __device__ __forceinline__ void compute_chunk_gates_bulk(const Params& p, const 
     detail::issue_chunk_rows_bulk<Phase>(p.x, p.width, stage, chunk.begin, start, chunk.length, columns.input_col0,
                                          &barriers[s & 1], thread);
   };
-  if (thread == 0) {
-    init_transaction_barrier(&barriers[0], 1);
-    init_transaction_barrier(&barriers[1], 1);
-    fence_transaction_barrier_init();
+  if (issuer) {
+    if (thread == 0) {
+      init_transaction_barrier(&barriers[0], 1);
+      init_transaction_barrier(&barriers[1], 1);
+      fence_transaction_barrier_init();
+    }
+    __syncwarp();
+    issue(0, true);
   }
   detail::load_bias<Phase>(p.bx, p.ba, tiles.bias, columns.block, columns.col_in_block, thread);
-  __syncthreads();  // the barriers initialised, the bias visible
-  if (issuer) issue(0, true);
+  // The barriers initialised, the bias and sub-chunk 0's zero-filled rows visible to every thread. (Sub-chunk
+  // s + 1's zero rows, written at the start of iteration s, are made visible by the barrier that ends s.)
+  __syncthreads();
   const auto coefficients = detail::chunk_gate_coefficients<Config>(p, chunk, thread);
   for (int s = 0; s < sub_chunks; ++s) {
     // Sub-chunk s + 1 into the other stage, which every thread finished reading at the end of s - 1.

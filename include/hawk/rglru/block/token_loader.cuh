@@ -123,9 +123,9 @@ __device__ __forceinline__ void zero_fill_rows_bulk(typename Config::Element* st
 
 //! load_chunk's x rows (fused mode) of the sequence as one bulk copy per row, issued by the 32 lanes of one warp
 //! (`lane`) and completed on `barrier`: the same bytes in the same places as load_chunk. The issuing warp first
-//! zero-fills the other rows (zero_fill_rows_bulk), then __syncwarp, then one lane announces the barrier use's
-//! bytes (chunk_rows_bulk_bytes, plus the weights' on the first use) and, after another __syncwarp, the lanes
-//! issue: the zeros are ordered before the barrier's completion, and the bytes before the copies that deliver them.
+//! zero-fills the other rows (zero_fill_rows_bulk: plain stores, which the caller makes visible with a CTA barrier
+//! before anyone reads the stage), then one lane announces the barrier use's bytes (chunk_rows_bulk_bytes, plus the
+//! weights' on the first use) and, after a __syncwarp, the lanes issue the copies that deliver them.
 template <class Config>
 __device__ __forceinline__ void issue_chunk_rows_bulk(const typename Config::Element* x, std::int64_t width,
                                                       typename Config::Element* stage, std::int64_t sequence_begin,
