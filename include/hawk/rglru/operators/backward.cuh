@@ -263,10 +263,8 @@ class Backward {
     if (blocks > 4096) blocks = 4096;  // grid-stride beyond: the per-element order does not depend on the grid
     const dim3 sum_grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
     ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
-    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
-
     // Step 4: the verdict, as the caller asked (the kernels above already obeyed it on the device).
-    return end_device_checks(checks, s.wait_for_device_checks, s.device_check_report, stream);
+    return end_checked_run("hawk::rglru::ordered_sum_kernel", checks, s, stream);
   }
 
   //! The workspace layout for `args`.

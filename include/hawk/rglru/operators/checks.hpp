@@ -338,5 +338,14 @@ inline Status check_shared_memory(std::size_t bytes) {
   return Status::success();
 }
 
+//! The can_implement of a forward operator with one kernel (Forward, ChunkedForward): `Operator::check_host`,
+//! then, only when it passes, whether the device holds `Operator::Config::kSharedBytes` per CTA (the one check
+//! that asks the device, so it comes last).
+template <class Operator>
+Status check_host_and_device(const ForwardArguments& args) {
+  HAWK_RETURN_IF_ERROR(Operator::check_host(args));
+  return check_shared_memory(Operator::Config::kSharedBytes);
+}
+
 }  // namespace rglru
 }  // namespace hawk
