@@ -18,19 +18,27 @@ namespace hawk {
 template <class T>
 struct ElementTraits;
 
+namespace detail {
+
+//! What every ElementTraits<T> states the same way: its DType, and kVecSize, the elements of T in one 16-byte
+//! vector (4 for fp32, 8 for fp16 and bf16).
+template <class T, DType D>
+struct ElementTraitsBase {
+  static constexpr DType kDType = D;
+  static constexpr int kVecSize = static_cast<int>(16 / sizeof(T));
+};
+
+}  // namespace detail
+
 template <>
-struct ElementTraits<float> {
-  static constexpr DType kDType = DType::kFloat32;
-  static constexpr int kVecSize = 4;
+struct ElementTraits<float> : detail::ElementTraitsBase<float, DType::kFloat32> {
   static constexpr const char* kName = "fp32";
   HAWK_HOST_DEVICE static float to_float(float value) { return value; }
   HAWK_HOST_DEVICE static float from_float(float value) { return value; }
 };
 
 template <>
-struct ElementTraits<__half> {
-  static constexpr DType kDType = DType::kFloat16;
-  static constexpr int kVecSize = 8;
+struct ElementTraits<__half> : detail::ElementTraitsBase<__half, DType::kFloat16> {
   static constexpr const char* kName = "fp16";
   HAWK_HOST_DEVICE static float to_float(__half value) { return __half2float(value); }
   //! Round to nearest even, as PyTorch does.
@@ -38,14 +46,16 @@ struct ElementTraits<__half> {
 };
 
 template <>
-struct ElementTraits<__nv_bfloat16> {
-  static constexpr DType kDType = DType::kBFloat16;
-  static constexpr int kVecSize = 8;
+struct ElementTraits<__nv_bfloat16> : detail::ElementTraitsBase<__nv_bfloat16, DType::kBFloat16> {
   static constexpr const char* kName = "bf16";
   HAWK_HOST_DEVICE static float to_float(__nv_bfloat16 value) { return __bfloat162float(value); }
   //! Round to nearest even, as PyTorch does.
   HAWK_HOST_DEVICE static __nv_bfloat16 from_float(float value) { return __float2bfloat16_rn(value); }
 };
+
+static_assert(ElementTraits<float>::kVecSize == 4 && ElementTraits<__half>::kVecSize == 8 &&
+                  ElementTraits<__nv_bfloat16>::kVecSize == 8,
+              "one 16-byte vector holds 4 fp32 or 8 fp16 / bf16 elements");
 
 //! `N` elements of `T` laid out for one aligned vector access.
 template <class T, int N>

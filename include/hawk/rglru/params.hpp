@@ -1,18 +1,22 @@
 #pragma once
 //! \file
-//! `ForwardParams`: what the forward, chunked-forward and decode kernels read (kernels/forward_kernel.cuh,
-//! kernels/chunked_forward_kernel.cuh, kernels/decode_step_kernel.cuh). In the family's foundation, below the
-//! kernels, because several kernels take it and no kernel may include another kernel's file; the operators fill
-//! it from ForwardArguments (operators/lowering.hpp).
+//! `GateInputs` (the forward's inputs, typed) and `ForwardParams`: what the forward, chunked-forward and decode
+//! kernels read (kernels/forward_kernel.cuh, kernels/chunked_forward_kernel.cuh, kernels/decode_step_kernel.cuh);
+//! the backward scan's params start with the same GateInputs. In the family's foundation, below the kernels,
+//! because several kernels take them and no kernel may include another kernel's file; the operators fill them
+//! from the Arguments (operators/lowering.hpp).
 
 #include <cstdint>
 
 namespace hawk {
 namespace rglru {
 
-//! ForwardArguments with the element type applied and shapes narrowed.
+//! The forward's inputs with the element type applied, as every RG-LRU kernel reads them: the forward and decode
+//! kernels (ForwardParams) and the backward scan (BackwardScanParams, kernels/backward_scan_kernel.cuh), which
+//! recomputes the forward from the same tensors. One list, so that the kernels' parameter structs and their
+//! lowering (operators/lowering.hpp, `lower_gate_inputs`) cannot drift apart.
 template <class Element>
-struct ForwardParams {
+struct GateInputs {
   const Element* x = nullptr;
   const Element* Wx = nullptr;
   const float* bx = nullptr;
@@ -22,6 +26,11 @@ struct ForwardParams {
   const Element* ga = nullptr;
   const float* a_param = nullptr;
   const std::uint8_t* reset = nullptr;
+};
+
+//! ForwardArguments with the element type applied and shapes narrowed.
+template <class Element>
+struct ForwardParams : GateInputs<Element> {
   // h0 and h_final may alias (in-place state update): neither is __restrict__ nor read through the
   // non-coherent cache. Each element is read and later written by the same thread.
   const float* h0 = nullptr;

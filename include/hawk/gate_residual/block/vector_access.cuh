@@ -160,6 +160,26 @@ HAWK_DEVICE std::int64_t load_index(const Index* pointer) {
   }
 }
 
+//! A thread's idx entry in the kernels that give each thread one row, r = blockIdx.x · Threads + threadIdx.x.
+struct IndexEntry {
+  std::int64_t row;    //!< r
+  std::int64_t value;  //!< idx[r], when `valid`
+  bool valid;          //!< r < N: past the last row nothing is read
+  bool out_of_range;   //!< valid and idx[r] outside [0, G): what every reader of idx raises kCheckIdxOutOfRange for
+};
+
+//! This thread's IndexEntry of idx [num_rows] against num_gate_rows groups (one load_index when r < num_rows).
+template <int Threads, class Index>
+HAWK_DEVICE IndexEntry load_row_index(const Index* idx, std::int64_t num_rows, std::int64_t num_gate_rows) {
+  IndexEntry entry{static_cast<std::int64_t>(blockIdx.x) * Threads + threadIdx.x, 0, false, false};
+  if (entry.row < num_rows) {
+    entry.valid = true;
+    entry.value = load_index(idx + entry.row);
+    entry.out_of_range = entry.value < 0 || entry.value >= num_gate_rows;
+  }
+  return entry;
+}
+
 }  // namespace detail
 }  // namespace gate_residual
 }  // namespace hawk

@@ -29,15 +29,12 @@ __global__ void __launch_bounds__(kTableThreads)
     prepare_group_keys_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                               std::uint32_t* __restrict__ keys, std::int32_t* __restrict__ rows,
                               unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kTableThreads + threadIdx.x;
-  bool bad = false;
-  if (r < num_rows) {
-    const std::int64_t value = load_index(idx + r);
-    bad = value < 0 || value >= num_gate_rows;
-    keys[r] = bad ? 0u : static_cast<std::uint32_t>(value);
-    if (rows != nullptr) rows[r] = static_cast<std::int32_t>(r);
+  const IndexEntry entry = load_row_index<kTableThreads>(idx, num_rows, num_gate_rows);
+  if (entry.valid) {
+    keys[entry.row] = entry.out_of_range ? 0u : static_cast<std::uint32_t>(entry.value);
+    if (rows != nullptr) rows[entry.row] = static_cast<std::int32_t>(entry.row);
   }
-  raise_device_check_warp(bad, kCheckIdxOutOfRange, checks);
+  raise_device_check_warp(entry.out_of_range, kCheckIdxOutOfRange, checks);
 }
 
 //! group_first[key] = the first position of the key's run. A second run of the same key (a contiguous-segments

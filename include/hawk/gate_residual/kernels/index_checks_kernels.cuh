@@ -31,13 +31,8 @@ template <class Index>
 __global__ void __launch_bounds__(kDeviceCheckThreads)
     check_index_range_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                              unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeviceCheckThreads + threadIdx.x;
-  bool bad = false;
-  if (r < num_rows) {
-    const std::int64_t value = load_index(idx + r);
-    bad = value < 0 || value >= num_gate_rows;
-  }
-  raise_device_check_warp(bad, kCheckIdxOutOfRange, checks);
+  const IndexEntry entry = load_row_index<kDeviceCheckThreads>(idx, num_rows, num_gate_rows);
+  raise_device_check_warp(entry.out_of_range, kCheckIdxOutOfRange, checks);
 }
 
 //! Raises kCheckIdxOutOfRange for idx outside [0, G) and kCheckIdxNotUniform for idx[r] != r / S.
@@ -45,15 +40,9 @@ template <class Index>
 __global__ void __launch_bounds__(kDeviceCheckThreads)
     check_uniform_layout_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                                 std::int64_t rows_per_group, unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeviceCheckThreads + threadIdx.x;
-  bool out_of_range = false;
-  bool not_uniform = false;
-  if (r < num_rows) {
-    const std::int64_t value = load_index(idx + r);
-    out_of_range = value < 0 || value >= num_gate_rows;
-    not_uniform = !out_of_range && value != r / rows_per_group;
-  }
-  raise_device_check_warp(out_of_range, kCheckIdxOutOfRange, checks);
+  const IndexEntry entry = load_row_index<kDeviceCheckThreads>(idx, num_rows, num_gate_rows);
+  const bool not_uniform = entry.valid && !entry.out_of_range && entry.value != entry.row / rows_per_group;
+  raise_device_check_warp(entry.out_of_range, kCheckIdxOutOfRange, checks);
   raise_device_check_warp(not_uniform, kCheckIdxNotUniform, checks);
 }
 
@@ -66,18 +55,14 @@ __global__ void __launch_bounds__(kDeviceCheckThreads)
     check_contiguous_segments_kernel(const Index* __restrict__ idx, std::int64_t num_rows,
                                      std::int64_t num_gate_rows, std::int32_t* __restrict__ run_start,
                                      unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeviceCheckThreads + threadIdx.x;
-  bool out_of_range = false;
+  const IndexEntry entry = load_row_index<kDeviceCheckThreads>(idx, num_rows, num_gate_rows);
+  const std::int64_t r = entry.row;
   bool second_run = false;
-  if (r < num_rows) {
-    const std::int64_t value = load_index(idx + r);
-    out_of_range = value < 0 || value >= num_gate_rows;
-    if (!out_of_range && (r == 0 || load_index(idx + r - 1) != value)) {
-      const int previous = atomicCAS(reinterpret_cast<int*>(run_start + value), -1, static_cast<int>(r));
-      second_run = previous != -1;
-    }
+  if (entry.valid && !entry.out_of_range && (r == 0 || load_index(idx + r - 1) != entry.value)) {
+    const int previous = atomicCAS(reinterpret_cast<int*>(run_start + entry.value), -1, static_cast<int>(r));
+    second_run = previous != -1;
   }
-  raise_device_check_warp(out_of_range, kCheckIdxOutOfRange, checks);
+  raise_device_check_warp(entry.out_of_range, kCheckIdxOutOfRange, checks);
   raise_device_check_warp(second_run, kCheckIdxNotContiguous, checks);
 }
 

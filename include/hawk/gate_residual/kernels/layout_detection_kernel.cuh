@@ -39,13 +39,13 @@ __global__ void __launch_bounds__(kDeviceCheckThreads)
     detect_uniform_layout_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                                  std::int64_t chunk_id_bound, std::int64_t partial_row_bound,
                                  LayoutDetection* __restrict__ detection, unsigned* __restrict__ checks) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kDeviceCheckThreads + threadIdx.x;
-  bool out_of_range = false;
+  const IndexEntry entry = load_row_index<kDeviceCheckThreads>(idx, num_rows, num_gate_rows);
+  const std::int64_t r = entry.row;
+  const bool out_of_range = entry.out_of_range;
   bool breaks = false;
   std::uint32_t period = 0;  // 0: no run start here
-  if (r < num_rows) {
-    const std::int64_t a = load_index(idx + r);
-    out_of_range = a < 0 || a >= num_gate_rows;
+  if (entry.valid) {
+    const std::int64_t a = entry.value;
     breaks = out_of_range;
     if (r == 0) {
       breaks = breaks || a != 0;

@@ -73,9 +73,7 @@ class Backward {
   //! Host-only checks: shapes, types, layout description, null/misaligned/overlapping pointers.
   static Status can_implement(const BackwardArguments& args) {
     const ProblemShape& shape = args.shape;
-    HAWK_RETURN_IF_ERROR(detail::check_shape(shape, ElementTraits<Element>::kDType, ElementTraits<Gate>::kDType,
-                                             detail::index_type_of<Index>()));
-    HAWK_RETURN_IF_ERROR(detail::check_layout(shape, args.layout, args.rows_per_group));
+    HAWK_RETURN_IF_ERROR((detail::check_problem<Element, Gate, Index>(args)));
     HAWK_REQUIRE(args.dgate_type == DgateType::kFloat32 || args.dgate_type == DgateType::kGateType,
                  StatusCode::kInvalidArgument, "gate_residual: unknown DgateType");
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.dout, sizeof(Element), "dout"));
@@ -87,11 +85,8 @@ class Backward {
     if (args.dresidual != nullptr)
       HAWK_RETURN_IF_ERROR(detail::check_pointer(args.dresidual, sizeof(Element), "dresidual"));
     if (Tile::kRequireVectorAccess) {
-      HAWK_REQUIRE(shape.dim % kVec == 0, StatusCode::kUnsupportedConfiguration,
-                   "gate_residual: this BackwardTile requires the 16-byte path, which needs D % " +
-                       std::to_string(kVec) + " == 0");
-      HAWK_REQUIRE(vector_aligned(args), StatusCode::kMisalignedPointer,
-                   "gate_residual: this BackwardTile requires 16-byte aligned dout, y, dy (and gate, dgate rows)");
+      HAWK_RETURN_IF_ERROR(detail::check_vector_path_required(shape.dim, kVec, vector_aligned(args), "BackwardTile",
+                                                              "dout, y, dy (and gate, dgate rows)"));
     }
     const std::size_t rows_bytes = static_cast<std::size_t>(shape.num_rows * shape.dim) * sizeof(Element);
     const std::size_t gate_elements = static_cast<std::size_t>(shape.num_gate_rows * shape.dim);

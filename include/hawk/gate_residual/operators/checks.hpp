@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "hawk/core/dtype.hpp"
+#include "hawk/core/element.cuh"
 #include "hawk/core/status.hpp"
 #include "hawk/core/tensor_bytes.hpp"
 #include "hawk/gate_residual/arguments.hpp"
@@ -82,6 +83,28 @@ inline Status check_layout(const ProblemShape& shape, IndexLayout layout, std::i
                "gate_residual: layout kUniform with rows_per_group = " + std::to_string(rows_per_group) +
                    " names ceil(num_rows / rows_per_group) = " + std::to_string(groups) +
                    " gate rows, more than num_gate_rows = " + std::to_string(shape.num_gate_rows));
+  return Status::success();
+}
+
+//! What Forward and Backward check first: the shape against the operator's Element, Gate and Index types
+//! (check_shape), then the declared layout (check_layout). `Arguments`: ForwardArguments or BackwardArguments.
+template <class Element, class Gate, class Index, class Arguments>
+inline Status check_problem(const Arguments& args) {
+  HAWK_RETURN_IF_ERROR(check_shape(args.shape, ElementTraits<Element>::kDType, ElementTraits<Gate>::kDType,
+                                   index_type_of<Index>()));
+  return check_layout(args.shape, args.layout, args.rows_per_group);
+}
+
+//! A tile that requires the 16-byte vector path (Tile::kRequireVectorAccess) gets it: D a multiple of the
+//! vector width `vec`, and the row tensors aligned (`aligned`; `tensors` lists them for the message).
+//! `tile` names the tile type: "ForwardTile" or "BackwardTile".
+inline Status check_vector_path_required(std::int64_t dim, int vec, bool aligned, const char* tile,
+                                         const char* tensors) {
+  HAWK_REQUIRE(dim % vec == 0, StatusCode::kUnsupportedConfiguration,
+               std::string("gate_residual: this ") + tile + " requires the 16-byte path, which needs D % " +
+                   std::to_string(vec) + " == 0");
+  HAWK_REQUIRE(aligned, StatusCode::kMisalignedPointer,
+               std::string("gate_residual: this ") + tile + " requires 16-byte aligned " + tensors);
   return Status::success();
 }
 

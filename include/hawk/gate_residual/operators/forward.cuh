@@ -57,20 +57,15 @@ class Forward {
   //! Host-only checks: shapes, types, the declared layout, null/misaligned/overlapping pointers. No device work.
   static Status can_implement(const ForwardArguments& args) {
     const ProblemShape& shape = args.shape;
-    HAWK_RETURN_IF_ERROR(detail::check_shape(shape, ElementTraits<Element>::kDType, ElementTraits<Gate>::kDType,
-                                             detail::index_type_of<Index>()));
-    HAWK_RETURN_IF_ERROR(detail::check_layout(shape, args.layout, args.rows_per_group));
+    HAWK_RETURN_IF_ERROR((detail::check_problem<Element, Gate, Index>(args)));
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.residual, sizeof(Element), "residual"));
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.y, sizeof(Element), "y"));
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.gate, sizeof(Gate), "gate"));
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.idx, sizeof(Index), "idx"));
     HAWK_RETURN_IF_ERROR(detail::check_pointer(args.out, sizeof(Element), "out"));
     if (Tile::kRequireVectorAccess) {
-      HAWK_REQUIRE(shape.dim % kVec == 0, StatusCode::kUnsupportedConfiguration,
-                   "gate_residual: this ForwardTile requires the 16-byte path, which needs D % " +
-                       std::to_string(kVec) + " == 0");
-      HAWK_REQUIRE(vector_aligned(args), StatusCode::kMisalignedPointer,
-                   "gate_residual: this ForwardTile requires 16-byte aligned residual, y, out (and gate rows)");
+      HAWK_RETURN_IF_ERROR(detail::check_vector_path_required(shape.dim, kVec, vector_aligned(args), "ForwardTile",
+                                                              "residual, y, out (and gate rows)"));
     }
     const std::size_t rows_bytes = static_cast<std::size_t>(shape.num_rows * shape.dim) * sizeof(Element);
     const TensorBytes out{args.out, rows_bytes, "out"};

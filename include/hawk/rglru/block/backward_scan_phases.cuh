@@ -32,10 +32,9 @@ constexpr int kScanBatch = 16;
 //! is a BackwardConfig.
 template <class Config>
 struct StagedChunk {
-  using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
-  static constexpr int kIS = PairedForward::kInputStride;
-  static constexpr int kGS = PairedForward::kGateStride;
+  static constexpr int kIS = Config::PairedForward::kInputStride;  // the forward's stage and gate tile layouts
+  static constexpr int kGS = Config::PairedForward::kGateStride;
 
   const Element* inputs;
   const float* gates;

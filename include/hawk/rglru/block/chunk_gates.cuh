@@ -12,7 +12,8 @@
 //! loaders (`load_chunk`, `load_weights`, `load_bias` of block/token_loader.cuh, instantiated with the sub-chunk's
 //! ForwardConfig); gx and ga come from the same `block_mma_project` / `block_simt_project` with the same
 //! operand layouts and k order (the row of a token inside the MMA tile does not matter: every output element is
-//! its own k-ascending dot product); a_bar and u come from `token_gates` with the same inputs and reset rule.
+//! its own k-ascending dot product); a_bar and u come from the sequential forward's own `gate_phase`
+//! (block/gate_phase.cuh) or `fused_gate_phase`, instantiated with the sub-chunk's ForwardConfig.
 
 #include <cstdint>
 
@@ -67,47 +68,6 @@ struct ChunkSharedTiles {
 
 namespace detail {
 
-//! Gates of one sub-chunk in place: rows [0, SubChunk) of `gates` hold gx | ga (fused; gate-logits mode reads
-//! them from the stage) and become a_bar | u. Thread `thread` owns channel thread % WidthTile.
-//! `Params` is the kernel's parameter struct (rglru/params.hpp); a template parameter here so that this
-//! block piece does not include the kernels' layer.
-template <class Config, class Params>
-__device__ __forceinline__ void sub_chunk_gates(const Params& p,
-                                                const typename Config::Element* stage, float* gates,
-                                                const ChunkExtent& chunk, std::int64_t token0, int col_in_block,
-                                                float log_a_coeff, int thread) {
-  using Phase = typename Config::Phase;
-  using Policy = typename Config::ResetPolicy;
-  constexpr int kWT = Config::kWidthTile;
-  constexpr int kGS = Config::kGateStride;
-  constexpr int kRowsPerPass = Config::kThreads / kWT;
-  const int c = thread % kWT;
-#pragma unroll 2
-  for (int r = thread / kWT; r < Config::kSubChunk; r += kRowsPerPass) {
-    float x, gx, ga;
-    if constexpr (Config::kFused) {
-      x = to_float(stage[r * Phase::kInputStride + col_in_block + c]);
-      gx = gates[r * kGS + c];
-      ga = gates[r * kGS + kWT + c];
-    } else {
-      constexpr int kPlane = Config::kSubChunk * Phase::kInputStride;
-      x = to_float(stage[r * Phase::kInputStride + c]);
-      gx = to_float(stage[kPlane + r * Phase::kInputStride + c]);
-      ga = to_float(stage[2 * kPlane + r * Phase::kInputStride + c]);
-    }
-    const std::int64_t token = token0 + r;  // within the sequence
-    bool reset = false;
-    if constexpr (Policy::kMode == ResetMode::kSequenceStart) {
-      reset = token == 0;
-    } else if constexpr (Policy::kMode == ResetMode::kFlags) {
-      reset = token < chunk.length && p.reset[chunk.begin + token] != 0;
-    }
-    const TokenGates g = token_gates(x, gx, ga, log_a_coeff, reset);
-    gates[r * kGS + c] = g.a_bar;
-    gates[r * kGS + kWT + c] = g.u;
-  }
-}
-
 //! The gates of sub-chunk `s` of the chunk from its staged inputs `stage`, into rows [s · SubChunk, ...) of the
 //! gate tile: the projection and gate math of every path of phase 1 (called after the stage is visible to every
 //! thread; ends without a barrier).
@@ -118,16 +78,20 @@ __device__ __forceinline__ void sub_chunk_phase(const Params& p, const ChunkShar
                                                 int thread) {
   using Element = typename Config::Element;
   using Phase = typename Config::Phase;
+  static_assert(Phase::kTimeChunk == Config::kSubChunk && Phase::kProducerThreads == Config::kThreads,
+                "sub_chunk_phase: a sub-chunk is one chunk of the forward's phase, gated by all threads");
   constexpr int kP = Config::kSubChunk;
   constexpr int kGS = Config::kGateStride;
   float* gates = tiles.gates + s * kP * kGS;
   const std::int64_t sub_start = chunk.chunk_start + static_cast<std::int64_t>(s) * kP;
+  // The sub-chunk's rows inside the sequence, and (ResetFlags) its first token's flag: the gate phases ask
+  // row_is_reset (block/gate_phase.cuh) with them.
+  const int sub_valid = chunk.valid - s * kP < kP ? chunk.valid - s * kP : kP;
+  const std::uint8_t* reset_flags =
+      Config::ResetPolicy::kMode == ResetMode::kFlags ? p.reset + (chunk.begin + sub_start) : nullptr;
   if constexpr (Config::kGatesInRegisters) {
     // Projection and gate math in one pass from the accumulators (block/fused_gates.cuh): no gx | ga round trip
     // through the gate tile, no barrier between them.
-    const int sub_valid = chunk.valid - s * kP < kP ? chunk.valid - s * kP : kP;
-    const std::uint8_t* reset_flags =
-        Config::ResetPolicy::kMode == ResetMode::kFlags ? p.reset + (chunk.begin + sub_start) : nullptr;
     detail::fused_gate_phase<Phase>(stage, tiles.weights, tiles.bias, gates, reset_flags, sub_start, sub_valid,
                                     coefficients, col_in_block, thread);
   } else if constexpr (Config::kFused) {
@@ -139,9 +103,9 @@ __device__ __forceinline__ void sub_chunk_phase(const Params& p, const ChunkShar
           stage, Phase::kInputStride, tiles.weights, Phase::kWeightStride, tiles.bias, gates, kGS, thread);
     }
     __syncthreads();  // gx, ga of the sub-chunk complete
-    detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
+    detail::gate_phase<Phase>(stage, gates, reset_flags, sub_start, sub_valid, coefficients, col_in_block, thread);
   } else {
-    detail::sub_chunk_gates<Config>(p, stage, gates, chunk, sub_start, col_in_block, coefficients, thread);
+    detail::gate_phase<Phase>(stage, gates, reset_flags, sub_start, sub_valid, coefficients, col_in_block, thread);
   }
 }
 

@@ -1,11 +1,13 @@
 #pragma once
 //! \file
-//! The gate phase of the forward and decode kernels: for each token row of a chunk and each channel of the
-//! width tile, x, gx and ga from shared memory through `token_gates` (gate_math.hpp) into a_bar and u.
+//! The gate phase of the forward, chunked-forward and decode kernels: for each token row of a chunk and each
+//! channel of the width tile, x, gx and ga from shared memory through `token_gates` (gate_math.hpp) into a_bar
+//! and u.
 //!
-//! Both kernels read a token's three inputs through `gate_inputs`, so a token's gates are the same bits
+//! The kernels read a token's three inputs through `gate_inputs`, so a token's gates are the same bits
 //! whichever kernel computes them. The forward writes a_bar | u back into the gate tile for its scan warps
-//! (`gate_phase`); decode consumes them at once (kernels/decode_step_kernel.cuh).
+//! (`gate_phase`), and so does the chunked forward for each sub-chunk (block/chunk_gates.cuh, with the
+//! sub-chunk's ForwardConfig); decode consumes them at once (kernels/decode_step_kernel.cuh).
 
 #include <cstdint>
 

@@ -109,6 +109,62 @@ __device__ __forceinline__ void load_b_fragment_pair(std::uint32_t (&first)[2], 
   second[1] = regs[3];
 }
 
+//! Element types the tensor-core path takes (mma.sync m16n8k16 with fp32 accumulators).
+template <class Element>
+constexpr bool kIsMmaElement = std::is_same<Element, __half>::value || std::is_same<Element, __nv_bfloat16>::value;
+
+//! Every accumulator of `values` (a float, or an array of them of any rank) set to 0.0f: the zero each output's
+//! fixed summation starts from.
+__device__ __forceinline__ void zero_fill(float& value) { value = 0.0f; }
+template <class T, int N>
+__device__ __forceinline__ void zero_fill(T (&values)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) zero_fill(values[i]);
+}
+
+//! The k loop of the warp products: step(k0) for k0 = 0, 16, ..., K - 16, ascending (the fixed summation order).
+template <int K, class Step>
+__device__ __forceinline__ void for_each_k_step(Step&& step) {
+  static_assert(K % 16 == 0, "the warp products' K must be a multiple of 16");
+#pragma unroll 4
+  for (int k0 = 0; k0 < K; k0 += 16) step(k0);
+}
+
+//! Where warp thread / 32 of a WarpsM x WarpsN grid of WarpM x WarpN tiles starts (m0, n0), and the thread's lane.
+struct WarpTileOrigin {
+  int lane;
+  int m0;
+  int n0;
+};
+
+//! `thread`'s WarpTileOrigin; false (origin unset but the lane) for a warp past the grid, which takes no part.
+template <int WarpsM, int WarpsN, int WarpM, int WarpN>
+__device__ __forceinline__ bool warp_tile_origin(int thread, WarpTileOrigin& origin) {
+  const int warp = thread >> 5;
+  origin.lane = thread & 31;
+  if (warp >= WarpsM * WarpsN) return false;
+  origin.m0 = (warp / WarpsN) * WarpM;
+  origin.n0 = (warp % WarpsN) * WarpN;
+  return true;
+}
+
+//! The four k values a[m][k0 .. k0 + 3] of a row-major fp32 tile (rows 16-byte aligned), in one float4 load.
+__device__ __forceinline__ void load_k4(float (&a_k)[4], const float* a, int lda, int m, int k0) {
+  const float4 av = *reinterpret_cast<const float4*>(a + static_cast<long>(m) * lda + k0);
+  a_k[0] = av.x;
+  a_k[1] = av.y;
+  a_k[2] = av.z;
+  a_k[3] = av.w;
+}
+
+//! acc[c] = fmaf(a, b[c], acc[c]) for the four columns c = 0 .. 3 of b: one k step of a SIMT row of 4 outputs.
+__device__ __forceinline__ void fma4(float (&acc)[4], float a, const float4& b) {
+  acc[0] = fmaf(a, b.x, acc[0]);
+  acc[1] = fmaf(a, b.y, acc[1]);
+  acc[2] = fmaf(a, b.z, acc[2]);
+  acc[3] = fmaf(a, b.w, acc[3]);
+}
+
 }  // namespace detail
 
 //! One warp's WarpM x WarpN tile of C = A · B with fp32 accumulators in registers.
@@ -117,22 +173,14 @@ __device__ __forceinline__ void load_b_fragment_pair(std::uint32_t (&first)[2], 
 //! at row i·16 + g + 8·(e / 2), column j·8 + 2·q + (e % 2) of the warp tile.
 template <class Element, int WarpM, int WarpN>
 struct WarpMma {
-  static_assert(std::is_same<Element, __half>::value || std::is_same<Element, __nv_bfloat16>::value,
-                "WarpMma: tensor-core element must be __half or __nv_bfloat16");
+  static_assert(detail::kIsMmaElement<Element>, "WarpMma: tensor-core element must be __half or __nv_bfloat16");
   static_assert(WarpM % 16 == 0 && WarpN % 16 == 0, "WarpMma: the warp tile must be a multiple of 16 x 16");
   static constexpr int kTilesM = WarpM / 16;
   static constexpr int kTilesN = WarpN / 8;
 
   float acc[kTilesM][kTilesN][4];
 
-  __device__ __forceinline__ void clear() {
-#pragma unroll
-    for (int i = 0; i < kTilesM; ++i)
-#pragma unroll
-      for (int j = 0; j < kTilesN; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-  }
+  __device__ __forceinline__ void clear() { detail::zero_fill(acc); }
 
   //! acc += A[m0 : m0+WarpM, k0 : k0+16] · B[k0 : k0+16, n0 : n0+WarpN]: one k step.
   //! `a` and `b` are the operands' origins in shared memory with leading dimensions `lda`, `ldb` (elements).
@@ -157,9 +205,7 @@ struct WarpMma {
   template <int K>
   __device__ __forceinline__ void multiply(const Element* a, int lda, const Element* b, int ldb, int m0, int n0,
                                            int lane) {
-    static_assert(K % 16 == 0, "WarpMma::multiply: K must be a multiple of 16");
-#pragma unroll 4
-    for (int k0 = 0; k0 < K; k0 += 16) step(a, lda, b, ldb, m0, n0, k0, lane);
+    detail::for_each_k_step<K>([&](int k0) { step(a, lda, b, ldb, m0, n0, k0, lane); });
   }
 
   //! Calls f(row, col, value0, value1) for each pair of horizontally adjacent accumulators (row, col) and
@@ -190,7 +236,7 @@ struct WarpMma {
 //! row i·16 + g + 8·(e / 2), column j·8 + 2·q + (e % 2) of the warp's first (second) column range.
 template <class Element, int WarpM, int WarpN>
 struct PairedWarpMma {
-  static_assert(std::is_same<Element, __half>::value || std::is_same<Element, __nv_bfloat16>::value,
+  static_assert(detail::kIsMmaElement<Element>,
                 "PairedWarpMma: tensor-core element must be __half or __nv_bfloat16");
   static_assert(WarpM % 16 == 0 && WarpN % 8 == 0, "PairedWarpMma: the warp tile must be a multiple of 16 x 8");
   static constexpr int kTilesM = WarpM / 16;
@@ -200,15 +246,8 @@ struct PairedWarpMma {
   float second[kTilesM][kTilesN][4];
 
   __device__ __forceinline__ void clear() {
-#pragma unroll
-    for (int i = 0; i < kTilesM; ++i)
-#pragma unroll
-      for (int j = 0; j < kTilesN; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          first[i][j][e] = 0.0f;
-          second[i][j][e] = 0.0f;
-        }
+    detail::zero_fill(first);
+    detail::zero_fill(second);
   }
 
   //! One k step: first += A[m0 : m0+WarpM, k0 : k0+16] · B[k0 : k0+16, n0 : n0+WarpN], second the same at
@@ -236,9 +275,7 @@ struct PairedWarpMma {
   template <int K>
   __device__ __forceinline__ void multiply(const Element* a, int lda, const Element* b, int ldb, int m0, int n0,
                                            int second_offset, int lane) {
-    static_assert(K % 16 == 0, "PairedWarpMma::multiply: K must be a multiple of 16");
-#pragma unroll 4
-    for (int k0 = 0; k0 < K; k0 += 16) step(a, lda, b, ldb, m0, n0, second_offset, k0, lane);
+    detail::for_each_k_step<K>([&](int k0) { step(a, lda, b, ldb, m0, n0, second_offset, k0, lane); });
   }
 };
 
@@ -252,20 +289,17 @@ __device__ __forceinline__ void block_mma_project(const Element* a, int lda, con
   static_assert(M % (WarpsM * 16) == 0 && N % (WarpsN * 16) == 0, "block_mma_project: warp grid does not tile");
   constexpr int kWarpM = M / WarpsM;
   constexpr int kWarpN = N / WarpsN;
-  const int warp = thread >> 5;
-  const int lane = thread & 31;
-  if (warp >= WarpsM * WarpsN) return;
-  const int m0 = (warp / WarpsN) * kWarpM;
-  const int n0 = (warp % WarpsN) * kWarpN;
+  detail::WarpTileOrigin at;
+  if (!detail::warp_tile_origin<WarpsM, WarpsN, kWarpM, kWarpN>(thread, at)) return;
   WarpMma<Element, kWarpM, kWarpN> mma;
   mma.clear();
-  mma.template multiply<K>(a, lda, b, ldb, m0, n0, lane);
-  mma.for_each_pair(lane, [&](int row, int col, float v0, float v1) {
-    const int n = n0 + col;
+  mma.template multiply<K>(a, lda, b, ldb, at.m0, at.n0, at.lane);
+  mma.for_each_pair(at.lane, [&](int row, int col, float v0, float v1) {
+    const int n = at.n0 + col;
     float2 value;
     value.x = v0 + bias[n];
     value.y = v1 + bias[n + 1];
-    *reinterpret_cast<float2*>(out + static_cast<long>(m0 + row) * ldo + n) = value;
+    *reinterpret_cast<float2*>(out + static_cast<long>(at.m0 + row) * ldo + n) = value;
   });
 }
 
@@ -282,10 +316,7 @@ __device__ __forceinline__ void block_simt_project(const float* a, int lda, cons
   const int n = (thread % kColGroups) * 4;
   const int m0 = (thread / kColGroups) * Rows;
   float acc[Rows][4];
-#pragma unroll
-  for (int i = 0; i < Rows; ++i)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
+  detail::zero_fill(acc);
 #pragma unroll 2
   for (int k0 = 0; k0 < K; k0 += 4) {
     float4 bv[4];
@@ -293,15 +324,10 @@ __device__ __forceinline__ void block_simt_project(const float* a, int lda, cons
     for (int kk = 0; kk < 4; ++kk) bv[kk] = *reinterpret_cast<const float4*>(b + static_cast<long>(k0 + kk) * ldb + n);
 #pragma unroll
     for (int i = 0; i < Rows; ++i) {
-      const float4 av = *reinterpret_cast<const float4*>(a + static_cast<long>(m0 + i) * lda + k0);
-      const float a_k[4] = {av.x, av.y, av.z, av.w};
+      float a_k[4];
+      detail::load_k4(a_k, a, lda, m0 + i, k0);
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        acc[i][0] = fmaf(a_k[kk], bv[kk].x, acc[i][0]);
-        acc[i][1] = fmaf(a_k[kk], bv[kk].y, acc[i][1]);
-        acc[i][2] = fmaf(a_k[kk], bv[kk].z, acc[i][2]);
-        acc[i][3] = fmaf(a_k[kk], bv[kk].w, acc[i][3]);
-      }
+      for (int kk = 0; kk < 4; ++kk) detail::fma4(acc[i], a_k[kk], bv[kk]);
     }
   }
 #pragma unroll
@@ -339,16 +365,15 @@ struct BlockMmaGatePairs {
   template <class F>
   __device__ __forceinline__ static void project(const Element* a, int lda, const Element* b, int ldb,
                                                  const float* bias, int thread, F&& f) {
-    const int warp = thread >> 5;
-    const int lane = thread & 31;
-    if (warp >= WarpsM * WarpsN) return;
-    const int m0 = (warp / WarpsN) * kWarpM;
-    const int n0 = (warp % WarpsN) * kWarpN;
+    detail::WarpTileOrigin at;
+    if (!detail::warp_tile_origin<WarpsM, WarpsN, kWarpM, kWarpN>(thread, at)) return;
+    const int m0 = at.m0;
+    const int n0 = at.n0;
     PairedWarpMma<Element, kWarpM, kWarpN> mma;
     mma.clear();
-    mma.template multiply<K>(a, lda, b, ldb, m0, n0, WT, lane);
-    const int g = lane >> 2;
-    const int q = lane & 3;
+    mma.template multiply<K>(a, lda, b, ldb, m0, n0, WT, at.lane);
+    const int g = at.lane >> 2;
+    const int q = at.lane & 3;
 #pragma unroll
     for (int i = 0; i < PairedWarpMma<Element, kWarpM, kWarpN>::kTilesM; ++i)
 #pragma unroll
@@ -388,13 +413,8 @@ struct BlockSimtGatePairs {
     const int n = column(thread, 0);
     const int m0 = (thread / kColGroups) * Rows;
     float acc_x[Rows][4], acc_a[Rows][4];
-#pragma unroll
-    for (int i = 0; i < Rows; ++i)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        acc_x[i][c] = 0.0f;
-        acc_a[i][c] = 0.0f;
-      }
+    detail::zero_fill(acc_x);
+    detail::zero_fill(acc_a);
 #pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += 4) {
       float4 bx[4], ba[4];
@@ -405,18 +425,12 @@ struct BlockSimtGatePairs {
       }
 #pragma unroll
       for (int i = 0; i < Rows; ++i) {
-        const float4 av = *reinterpret_cast<const float4*>(a + static_cast<long>(m0 + i) * lda + k0);
-        const float a_k[4] = {av.x, av.y, av.z, av.w};
+        float a_k[4];
+        detail::load_k4(a_k, a, lda, m0 + i, k0);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          acc_x[i][0] = fmaf(a_k[kk], bx[kk].x, acc_x[i][0]);
-          acc_x[i][1] = fmaf(a_k[kk], bx[kk].y, acc_x[i][1]);
-          acc_x[i][2] = fmaf(a_k[kk], bx[kk].z, acc_x[i][2]);
-          acc_x[i][3] = fmaf(a_k[kk], bx[kk].w, acc_x[i][3]);
-          acc_a[i][0] = fmaf(a_k[kk], ba[kk].x, acc_a[i][0]);
-          acc_a[i][1] = fmaf(a_k[kk], ba[kk].y, acc_a[i][1]);
-          acc_a[i][2] = fmaf(a_k[kk], ba[kk].z, acc_a[i][2]);
-          acc_a[i][3] = fmaf(a_k[kk], ba[kk].w, acc_a[i][3]);
+          detail::fma4(acc_x[i], a_k[kk], bx[kk]);
+          detail::fma4(acc_a[i], a_k[kk], ba[kk]);
         }
       }
     }

@@ -48,25 +48,18 @@
 #include "hawk/rglru/checkpoint_layout.hpp"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/gate_math.hpp"
+#include "hawk/rglru/params.hpp"
 
 namespace hawk {
 namespace rglru {
 
-//! What the backward scan reads and writes: BackwardArguments with the element type applied.
+//! What the backward scan reads and writes: BackwardArguments with the element type applied. The forward's
+//! inputs (x, the gate weights or logits, a_param, reset) come first, as GateInputs (params.hpp).
 template <class Element>
-struct BackwardScanParams {
+struct BackwardScanParams : GateInputs<Element> {
   //! The call's device-check word (core/device_checks.cuh), or null when the checks are off: a set bit means
   //! that an index tensor is bad, and the kernel writes nothing.
   const unsigned int* checks = nullptr;
-  const Element* x = nullptr;
-  const Element* Wx = nullptr;
-  const float* bx = nullptr;
-  const Element* Wa = nullptr;
-  const float* ba = nullptr;
-  const Element* gx = nullptr;
-  const Element* ga = nullptr;
-  const float* a_param = nullptr;
-  const std::uint8_t* reset = nullptr;
   const std::int32_t* state_index = nullptr;
   const float* checkpoints = nullptr;
   const Element* dy = nullptr;

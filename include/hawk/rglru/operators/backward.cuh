@@ -66,6 +66,7 @@
 #include "hawk/rglru/kernels/ordered_sum_kernel.cuh"
 #include "hawk/rglru/operators/checks.hpp"
 #include "hawk/rglru/operators/index_checks.cuh"
+#include "hawk/rglru/operators/lowering.hpp"
 
 namespace hawk {
 namespace rglru {
@@ -262,10 +263,8 @@ class Backward {
     if (blocks > 4096) blocks = 4096;  // grid-stride beyond: the per-element order does not depend on the grid
     const dim3 sum_grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
     ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
-    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
-
     // Step 4: the verdict, as the caller asked (the kernels above already obeyed it on the device).
-    return end_device_checks(checks, s.wait_for_device_checks, s.device_check_report, stream);
+    return end_checked_run("hawk::rglru::ordered_sum_kernel", checks, s, stream);
   }
 
   //! The workspace layout for `args`.
@@ -277,17 +276,7 @@ class Backward {
   //! (null: checks off), workspace pointers not set.
   static BackwardScanParams<Element> make_scan_params(const BackwardArguments& args, const unsigned int* checks) {
     BackwardScanParams<Element> p;
-    p.checks = checks;
-    p.x = static_cast<const Element*>(args.x);
-    p.Wx = static_cast<const Element*>(args.Wx);
-    p.bx = args.bx;
-    p.Wa = static_cast<const Element*>(args.Wa);
-    p.ba = args.ba;
-    p.gx = static_cast<const Element*>(args.gx);
-    p.ga = static_cast<const Element*>(args.ga);
-    p.a_param = args.a_param;
-    p.reset = args.reset;
-    p.state_index = args.state_index;
+    lower_shared_params<Config>(p, args, checks);
     p.checkpoints = args.checkpoints;
     p.dy = static_cast<const Element*>(args.dy);
     p.dh_final = args.dh_final;
@@ -297,12 +286,6 @@ class Backward {
       p.dgx = static_cast<Element*>(args.dgx);
       p.dga = static_cast<Element*>(args.dga);
     }
-    p.cu_seqlens = args.shape.cu_seqlens;
-    p.seq_len = args.shape.packed() ? 0 : args.shape.seq_len;
-    p.num_tokens = args.shape.num_tokens;
-    p.num_state_rows = args.state_index != nullptr ? args.shape.num_state_rows : args.shape.num_sequences;
-    p.width = args.shape.width;
-    p.width_tiles = static_cast<int>(args.shape.width / Config::kWidthTile);
     return p;
   }
 };

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "hawk/core/cuda_status.hpp"
@@ -83,15 +84,23 @@ inline Status check_row_bytes(const ProblemShape& s, std::size_t element) {
   return Status::success();
 }
 
-inline Status check_forward_overlaps(const ForwardArguments& args);
+//! A tensor a call needs, and what to say when it is null.
+struct RequiredTensor {
+  const void* pointer;
+  const char* message;
+};
 
-//! Checks of ForwardArguments that do not depend on the configuration (shared with the default dispatch).
-inline Status check_forward_shape(const ForwardArguments& args) {
-  const ProblemShape& s = args.shape;
-  HAWK_RETURN_IF_ERROR(check_problem_shape(s));
-  HAWK_REQUIRE(args.x != nullptr, StatusCode::kNullPointer, "x is null");
-  HAWK_REQUIRE(args.y != nullptr, StatusCode::kNullPointer, "y is null");
-  HAWK_REQUIRE(args.a_param != nullptr, StatusCode::kNullPointer, "a_param is null");
+//! kNullPointer with the message of the first null tensor of `required`, in order.
+inline Status check_required(std::initializer_list<RequiredTensor> required) {
+  for (const RequiredTensor& tensor : required)
+    HAWK_REQUIRE(tensor.pointer != nullptr, StatusCode::kNullPointer, tensor.message);
+  return Status::success();
+}
+
+//! The gate inputs the mode reads are given (fused: Wx, Wa, bx, ba; gate-logits: gx, ga): the same requirement
+//! of ForwardArguments and BackwardArguments (the backward reads the forward's inputs again).
+template <class Arguments>
+inline Status check_gate_inputs(const Arguments& args) {
   if (args.mode == GateMode::kFused) {
     HAWK_REQUIRE(args.Wx != nullptr && args.Wa != nullptr, StatusCode::kNullPointer, "fused mode needs Wx and Wa");
     HAWK_REQUIRE(args.bx != nullptr && args.ba != nullptr, StatusCode::kNullPointer, "fused mode needs bx and ba");
@@ -99,8 +108,26 @@ inline Status check_forward_shape(const ForwardArguments& args) {
     HAWK_REQUIRE(args.gx != nullptr && args.ga != nullptr, StatusCode::kNullPointer,
                  "gate-logits mode needs gx and ga");
   }
+  return Status::success();
+}
+
+//! Reset flags and state rows (check_reset_flags, check_state_rows) of ForwardArguments or BackwardArguments.
+template <class Arguments>
+inline Status check_resets_and_state_rows(const Arguments& args) {
   HAWK_RETURN_IF_ERROR(check_reset_flags(args.reset_mode, args.reset));
-  HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
+  return check_state_rows(args.shape, args.state_index);
+}
+
+inline Status check_forward_overlaps(const ForwardArguments& args);
+
+//! Checks of ForwardArguments that do not depend on the configuration (shared with the default dispatch).
+inline Status check_forward_shape(const ForwardArguments& args) {
+  const ProblemShape& s = args.shape;
+  HAWK_RETURN_IF_ERROR(check_problem_shape(s));
+  HAWK_RETURN_IF_ERROR(
+      check_required({{args.x, "x is null"}, {args.y, "y is null"}, {args.a_param, "a_param is null"}}));
+  HAWK_RETURN_IF_ERROR(check_gate_inputs(args));
+  HAWK_RETURN_IF_ERROR(check_resets_and_state_rows(args));
   if (args.checkpoints != nullptr) {
     HAWK_REQUIRE(args.checkpoint_chunk >= 1, StatusCode::kInvalidArgument, "checkpoints need checkpoint_chunk >= 1");
   }
@@ -168,28 +195,25 @@ inline Status check_backward_overlaps(const BackwardArguments& args);
 inline Status check_backward_shape(const BackwardArguments& args) {
   const ProblemShape& s = args.shape;
   HAWK_RETURN_IF_ERROR(check_problem_shape(s));
-  HAWK_REQUIRE(args.x != nullptr, StatusCode::kNullPointer, "x is null");
-  HAWK_REQUIRE(args.a_param != nullptr, StatusCode::kNullPointer, "a_param is null");
-  HAWK_REQUIRE(args.checkpoints != nullptr, StatusCode::kNullPointer,
-               "checkpoints is null: run the forward with checkpoints to take its backward");
-  HAWK_REQUIRE(args.dy != nullptr, StatusCode::kNullPointer, "dy is null");
-  HAWK_REQUIRE(args.dx != nullptr, StatusCode::kNullPointer, "dx is null");
-  HAWK_REQUIRE(args.da_param != nullptr, StatusCode::kNullPointer, "da_param is null");
+  HAWK_RETURN_IF_ERROR(check_required({
+      {args.x, "x is null"},
+      {args.a_param, "a_param is null"},
+      {args.checkpoints, "checkpoints is null: run the forward with checkpoints to take its backward"},
+      {args.dy, "dy is null"},
+      {args.dx, "dx is null"},
+      {args.da_param, "da_param is null"},
+  }));
+  HAWK_RETURN_IF_ERROR(check_gate_inputs(args));
+  // and the gradients of the gate inputs the mode writes.
   if (args.mode == GateMode::kFused) {
-    HAWK_REQUIRE(args.Wx != nullptr && args.Wa != nullptr, StatusCode::kNullPointer, "fused mode needs Wx and Wa");
-    HAWK_REQUIRE(args.bx != nullptr && args.ba != nullptr, StatusCode::kNullPointer, "fused mode needs bx and ba");
     HAWK_REQUIRE(args.dWx != nullptr && args.dWa != nullptr && args.dbx != nullptr && args.dba != nullptr,
                  StatusCode::kNullPointer, "fused mode needs dWx, dbx, dWa and dba");
   } else {
-    HAWK_REQUIRE(args.gx != nullptr && args.ga != nullptr, StatusCode::kNullPointer,
-                 "gate-logits mode needs gx and ga");
     HAWK_REQUIRE(args.dgx != nullptr && args.dga != nullptr, StatusCode::kNullPointer,
                  "gate-logits mode needs dgx and dga");
   }
-  HAWK_RETURN_IF_ERROR(check_reset_flags(args.reset_mode, args.reset));
-  HAWK_RETURN_IF_ERROR(check_state_rows(s, args.state_index));
-  const std::size_t element = size_of(args.dtype);
-  HAWK_RETURN_IF_ERROR(check_row_bytes(s, element));
+  HAWK_RETURN_IF_ERROR(check_resets_and_state_rows(args));
+  HAWK_RETURN_IF_ERROR(check_row_bytes(s, size_of(args.dtype)));
   HAWK_REQUIRE(is_aligned(args.x, 16) && is_aligned(args.dy, 16) && is_aligned(args.dx, 16),
                StatusCode::kMisalignedPointer, "x, dy and dx must be 16-byte aligned");
   HAWK_REQUIRE(is_aligned(args.gx, 16) && is_aligned(args.ga, 16) && is_aligned(args.dgx, 16) &&
@@ -346,6 +370,15 @@ inline Status check_bulk_copies() {
                "the configuration loads its tiles with bulk copies (BulkLoads), which need sm_90 or later; this "
                "device is sm_" + std::to_string(major) + "x");
   return Status::success();
+}
+
+//! The can_implement of a forward operator with one kernel (Forward, ChunkedForward): `Operator::check_host`,
+//! then, only when it passes, whether the device holds `Operator::Config::kSharedBytes` per CTA (the one check
+//! that asks the device, so it comes last).
+template <class Operator>
+Status check_host_and_device(const ForwardArguments& args) {
+  HAWK_RETURN_IF_ERROR(Operator::check_host(args));
+  return check_shared_memory(Operator::Config::kSharedBytes);
 }
 
 }  // namespace rglru

@@ -38,9 +38,13 @@ class ChunkedForward {
   using Element = typename Config::Element;
 
   static Status can_implement(const ForwardArguments& args) {
-    HAWK_RETURN_IF_ERROR(check_host(args));
-    if constexpr (Config::kBulkLoads) HAWK_RETURN_IF_ERROR(check_bulk_copies());
-    return check_shared_memory(Config::kSharedBytes);
+    if constexpr (Config::kBulkLoads) {
+      HAWK_RETURN_IF_ERROR(check_host(args));
+      HAWK_RETURN_IF_ERROR(check_bulk_copies());  // sm_90+, asked after the host checks, before the shared memory
+      return check_shared_memory(Config::kSharedBytes);
+    } else {
+      return check_host_and_device<ChunkedForward>(args);
+    }
   }
 
   //! Everything can_implement checks except the device's shared memory (no CUDA call at all): the sequential
@@ -54,18 +58,16 @@ class ChunkedForward {
 
   //! Bytes of workspace `run` needs: the device checks' (when they run) and the chain's.
   static std::size_t workspace_size(const ForwardArguments& args) {
-    const std::size_t checks = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+    const std::size_t checks = device_check_bytes(args);
     return checks + chain_layout(args.shape, checks).bytes;
   }
 
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    HAWK_RETURN_IF_ERROR(
-        check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::ChunkedForward"));
     unsigned int* checks = nullptr;
-    HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
-    const std::size_t check_bytes = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
-    const ChainedCarryLayout chain = chain_layout(args.shape, check_bytes);
+    HAWK_RETURN_IF_ERROR(begin_checked_run(args, workspace, workspace_bytes, workspace_size(args),
+                                           "hawk::rglru::ChunkedForward", stream, checks));
+    const ChainedCarryLayout chain = chain_layout(args.shape, device_check_bytes(args));
     auto* base = static_cast<unsigned char*>(workspace);
     HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + chain.counter_offset, 0, chain.cleared_bytes(), stream));
 
@@ -82,8 +84,7 @@ class ChunkedForward {
     const std::int64_t rows = (params.tickets + INT32_MAX - 1) / INT32_MAX;
     const dim3 grid(static_cast<unsigned int>((params.tickets + rows - 1) / rows), static_cast<unsigned int>(rows));
     kernel<<<grid, Config::kThreads, Config::kSharedBytes, stream>>>(params);
-    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::chunked_forward_kernel"));
-    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
+    return end_checked_run("hawk::rglru::chunked_forward_kernel", checks, args.shape, stream);
   }
 
  private:

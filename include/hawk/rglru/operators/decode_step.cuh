@@ -53,16 +53,14 @@ class DecodeStep {
   }
 
   //! The device checks' workspace, as Forward<Config>'s: the same DeviceCheckLayout.
-  static std::size_t workspace_size(const ForwardArguments& args) {
-    return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
-  }
+  static std::size_t workspace_size(const ForwardArguments& args) { return device_check_bytes(args); }
 
   //! Check on the host, launch the device checks (if asked) and the kernel; as Forward<Config>::run.
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::DecodeStep"));
     unsigned int* checks = nullptr;
-    HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
+    HAWK_RETURN_IF_ERROR(begin_checked_run(args, workspace, workspace_bytes, workspace_size(args),
+                                           "hawk::rglru::DecodeStep", stream, checks));
     const ForwardParams<Element> params = make_forward_params<Config>(args, checks);
     const auto kernel = decode_step_kernel<Config>;
     constexpr std::size_t kShared = DecodeStepLayout<Config>::kSharedBytes;
@@ -70,8 +68,7 @@ class DecodeStep {
     const std::int64_t groups = (args.shape.num_sequences + Config::kTimeChunk - 1) / Config::kTimeChunk;
     const auto ctas = static_cast<unsigned int>(groups * params.width_tiles);
     kernel<<<ctas, Config::kProducerThreads, kShared, stream>>>(params, args.shape.num_sequences);
-    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::decode_step_kernel"));
-    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
+    return end_checked_run("hawk::rglru::decode_step_kernel", checks, args.shape, stream);
   }
 };
 

@@ -37,33 +37,27 @@ class Forward {
 
   //! Everything checkable without touching device memory. Success means `run` launches (after the optional
   //! device-input validation).
-  static Status can_implement(const ForwardArguments& args) {
-    HAWK_RETURN_IF_ERROR(check_host(args));
-    return check_shared_memory(Config::kSharedBytes);
-  }
+  static Status can_implement(const ForwardArguments& args) { return check_host_and_device<Forward>(args); }
 
   //! Everything can_implement checks except the device's shared memory (no CUDA call at all).
   static Status check_host(const ForwardArguments& args) { return check_forward_config<Config>(args); }
 
   //! Bytes of workspace `run` needs: the device checks' (operators/index_checks.cuh) when they run, else 0.
-  static std::size_t workspace_size(const ForwardArguments& args) {
-    return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
-  }
+  static std::size_t workspace_size(const ForwardArguments& args) { return device_check_bytes(args); }
 
   //! Check on the host, launch the device checks (if asked) and the kernel. Never synchronises, unless
   //! shape.wait_for_device_checks asks for the device checks' verdict (core/device_checks.cuh).
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, workspace_size(args), "hawk::rglru::Forward"));
     unsigned int* checks = nullptr;
-    HAWK_RETURN_IF_ERROR(launch_device_checks(args.shape, args.state_index, workspace, stream, checks));
+    HAWK_RETURN_IF_ERROR(
+        begin_checked_run(args, workspace, workspace_bytes, workspace_size(args), "hawk::rglru::Forward", stream, checks));
     const ForwardParams<Element> params = make_forward_params<Config>(args, checks);
     const auto kernel = forward_kernel<Config>;
     HAWK_RETURN_IF_ERROR(KernelSharedMemory<Forward>::ensure(kernel, Config::kSharedBytes));
     const auto ctas = static_cast<unsigned int>(args.shape.num_sequences * params.width_tiles);
     kernel<<<ctas, Config::kKernelThreads, Config::kSharedBytes, stream>>>(params);
-    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::forward_kernel"));
-    return end_device_checks(checks, args.shape.wait_for_device_checks, args.shape.device_check_report, stream);
+    return end_checked_run("hawk::rglru::forward_kernel", checks, args.shape, stream);
   }
 };
 

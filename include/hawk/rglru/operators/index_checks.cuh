@@ -46,6 +46,11 @@ struct DeviceCheckLayout {
   }
 };
 
+//! The device checks' bytes at the start of a forward operator's workspace (Forward, DecodeStep, ChunkedForward).
+inline std::size_t device_check_bytes(const ForwardArguments& args) {
+  return DeviceCheckLayout::of(args.shape, args.state_index).bytes;
+}
+
 //! True when `run` will check device inputs for this shape.
 inline bool needs_device_validation(const ProblemShape& shape, const std::int32_t* state_index) {
   return DeviceCheckLayout::of(shape, state_index).enabled;
@@ -77,6 +82,23 @@ inline Status launch_device_checks(const ProblemShape& shape, const std::int32_t
   check_index_tensors_kernel<kThreads><<<blocks, kThreads, 0, stream>>>(
       shape.cu_seqlens, state_index, shape.num_sequences, shape.num_tokens, shape.num_state_rows, claims, word);
   return last_launch_status("hawk::rglru::check_index_tensors_kernel");
+}
+
+//! How a forward operator's run() opens, after can_implement: the caller's workspace holds `needed` bytes
+//! (`op` names the operator in the error), then steps 1 and 2 of the device checks (launch_device_checks).
+//! `checks` is their word for the guarded kernel (null when the checks are off).
+inline Status begin_checked_run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes,
+                                std::size_t needed, const char* op, cudaStream_t stream, unsigned int*& checks) {
+  HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, needed, op));
+  return launch_device_checks(args.shape, args.state_index, workspace, stream, checks);
+}
+
+//! How an RG-LRU operator's run() closes: the status of its last launch (`kernel` names it), then the device
+//! checks' verdict as `shape` asks for it (core/device_checks.cuh, step 4).
+inline Status end_checked_run(const char* kernel, const unsigned int* checks, const ProblemShape& shape,
+                              cudaStream_t stream) {
+  HAWK_RETURN_IF_ERROR(last_launch_status(kernel));
+  return end_device_checks(checks, shape.wait_for_device_checks, shape.device_check_report, stream);
 }
 
 #endif  // __CUDACC__

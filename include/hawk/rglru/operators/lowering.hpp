@@ -1,7 +1,9 @@
 #pragma once
 //! \file
-//! ForwardArguments lowered to the forward and decode kernels' ForwardParams (CUTLASS's
-//! `to_underlying_arguments`): one function, so that Forward and DecodeStep hand their kernels the same values.
+//! Arguments lowered to the kernels' parameters (CUTLASS's `to_underlying_arguments`): ForwardArguments to the
+//! forward and decode kernels' ForwardParams in one function, so that Forward and DecodeStep hand their kernels
+//! the same values, and what the backward's BackwardScanParams shares with them in another
+//! (`lower_shared_params`), so that the backward recomputes the forward from the same lowering.
 
 #include <cstdint>
 
@@ -11,15 +13,10 @@
 namespace hawk {
 namespace rglru {
 
-//! The kernels' parameters for `args` under `Config` (after can_implement succeeded) and the call's device-check
-//! word (null: checks off).
-template <class Config>
-ForwardParams<typename Config::Element> make_forward_params(const ForwardArguments& args, const unsigned int* checks) {
-  using Element = typename Config::Element;
-  ForwardParams<Element> p;
-  p.checks = checks;
-  p.num_tokens = args.shape.num_tokens;
-  p.num_state_rows = args.state_index != nullptr ? args.shape.num_state_rows : args.shape.num_sequences;
+//! The forward's inputs of `args` (ForwardArguments or BackwardArguments) into `p`'s GateInputs, typed as
+//! `Element`: one lowering for the forward, decode and backward kernels, which must read the same tensors.
+template <class Element, class Arguments>
+void lower_gate_inputs(GateInputs<Element>& p, const Arguments& args) {
   p.x = static_cast<const Element*>(args.x);
   p.Wx = static_cast<const Element*>(args.Wx);
   p.bx = args.bx;
@@ -29,16 +26,37 @@ ForwardParams<typename Config::Element> make_forward_params(const ForwardArgumen
   p.ga = static_cast<const Element*>(args.ga);
   p.a_param = args.a_param;
   p.reset = args.reset;
-  p.h0 = args.h0;
-  p.h_final = args.h_final;
-  p.decay = args.decay;
+}
+
+//! What ForwardParams and BackwardScanParams both hold, from `args` (ForwardArguments or BackwardArguments): the
+//! call's device-check word (null: checks off), the forward's inputs (lower_gate_inputs), the state slots and
+//! the extent of the problem as the kernels bound it (offsets or length, T, state rows, W, width tiles of
+//! `Config`).
+template <class Config, class Params, class Arguments>
+void lower_shared_params(Params& p, const Arguments& args, const unsigned int* checks) {
+  p.checks = checks;
+  lower_gate_inputs<typename Config::Element>(p, args);
   p.state_index = args.state_index;
-  p.y = static_cast<Element*>(args.y);
-  p.checkpoints = args.checkpoints;
   p.cu_seqlens = args.shape.cu_seqlens;
   p.seq_len = args.shape.packed() ? 0 : args.shape.seq_len;
+  p.num_tokens = args.shape.num_tokens;
+  p.num_state_rows = args.state_index != nullptr ? args.shape.num_state_rows : args.shape.num_sequences;
   p.width = args.shape.width;
   p.width_tiles = static_cast<int>(args.shape.width / Config::kWidthTile);
+}
+
+//! The kernels' parameters for `args` under `Config` (after can_implement succeeded) and the call's device-check
+//! word (null: checks off).
+template <class Config>
+ForwardParams<typename Config::Element> make_forward_params(const ForwardArguments& args, const unsigned int* checks) {
+  using Element = typename Config::Element;
+  ForwardParams<Element> p;
+  lower_shared_params<Config>(p, args, checks);
+  p.h0 = args.h0;
+  p.h_final = args.h_final;
+  p.y = static_cast<Element*>(args.y);
+  p.decay = args.decay;
+  p.checkpoints = args.checkpoints;
   return p;
 }
 
