@@ -128,11 +128,10 @@ __device__ __forceinline__ auto chunk_gate_coefficients(const Params& p, const C
 //! code: the same bits.
 template <class Config, class Params>
 __device__ __forceinline__ void compute_chunk_gates_bulk(const Params& p, const ChunkSharedTiles<Config>& tiles,
-                                                         const ChunkExtent& chunk, int thread) {
+                                                         const ChunkExtent& chunk, const detail::TileColumns& columns,
+                                                         int sub_chunks, int thread) {
   using Phase = typename Config::Phase;
   constexpr int kP = Config::kSubChunk;
-  const detail::TileColumns columns = detail::tile_columns<Phase>(chunk.col0);
-  const int sub_chunks = (chunk.valid + kP - 1) / kP;
   const bool issuer = thread < 32;  // warp 0 issues every copy
   std::uint64_t* const barriers = tiles.barriers;
   // Stage b's barrier, use u (sub-chunk s = 2u + b): zero-fill, announce, issue (token_loader.cuh's order).
@@ -177,12 +176,11 @@ __device__ __forceinline__ void compute_chunk_gates_bulk(const Params& p, const 
 //! compute_chunk_gates through every thread's cp.async (every configuration without kBulkLoads, any sm_80+).
 template <class Config, class Params>
 __device__ __forceinline__ void compute_chunk_gates_cp_async(const Params& p, const ChunkSharedTiles<Config>& tiles,
-                                                             const ChunkExtent& chunk, int thread) {
+                                                             const ChunkExtent& chunk,
+                                                             const detail::TileColumns& columns, int sub_chunks,
+                                                             int thread) {
   using Phase = typename Config::Phase;
   constexpr int kP = Config::kSubChunk;
-
-  // Fused: where the tile's channels sit in their block, and the block's x columns a stage holds.
-  const detail::TileColumns columns = detail::tile_columns<Phase>(chunk.col0);
   const int col_in_block = columns.col_in_block;
   const std::int64_t input_col0 = columns.input_col0;
   if constexpr (Config::kFused) {
@@ -193,7 +191,6 @@ __device__ __forceinline__ void compute_chunk_gates_cp_async(const Params& p, co
   cp_async_commit();
 
   const auto coefficients = detail::chunk_gate_coefficients<Config>(p, chunk, thread);
-  const int sub_chunks = (chunk.valid + kP - 1) / kP;
   for (int s = 0; s < sub_chunks; ++s) {
     // Stream sub-chunk s + 1 into the other stage, which the gate phase of s - 1 finished reading.
     if (s + 1 < sub_chunks)
@@ -216,10 +213,13 @@ __device__ __forceinline__ void compute_chunk_gates_cp_async(const Params& p, co
 template <class Config, class Params>
 __device__ __forceinline__ void compute_chunk_gates(const Params& p, const ChunkSharedTiles<Config>& tiles,
                                                     const ChunkExtent& chunk, int thread) {
+  // Fused: where the tile's channels sit in their block, and the block's x columns a stage holds.
+  const detail::TileColumns columns = detail::tile_columns<typename Config::Phase>(chunk.col0);
+  const int sub_chunks = (chunk.valid + Config::kSubChunk - 1) / Config::kSubChunk;
   if constexpr (Config::kBulkLoads) {
-    compute_chunk_gates_bulk<Config>(p, tiles, chunk, thread);
+    compute_chunk_gates_bulk<Config>(p, tiles, chunk, columns, sub_chunks, thread);
   } else {
-    compute_chunk_gates_cp_async<Config>(p, tiles, chunk, thread);
+    compute_chunk_gates_cp_async<Config>(p, tiles, chunk, columns, sub_chunks, thread);
   }
 }
 
