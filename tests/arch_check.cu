@@ -8,11 +8,7 @@ namespace {
 using RglruForward = hawk::rglru::DefaultFusedConfig<__nv_bfloat16, 128, hawk::rglru::ResetFlags>::type;
 using RglruGateLogits = hawk::rglru::DefaultGateLogitsConfig<__half, hawk::rglru::NoReset>::type;
 // The chunked forward's bulk loads compile everywhere (they trap below sm_90, where can_implement refuses them).
-using RglruChunked = hawk::rglru::DefaultChunkedConfig<RglruForward>::type;
-using RglruChunkedBulk =
-    hawk::rglru::ChunkedForwardConfig<__nv_bfloat16, RglruChunked::kBlockWidth, RglruChunked::kWidthTile,
-                                      RglruChunked::kChunk, RglruChunked::kSubChunk, RglruChunked::kThreads,
-                                      hawk::rglru::ResetFlags, hawk::rglru::GateMode::kFused, true, true>;
+using RglruChunkedBulk = hawk::rglru::DefaultChunkedConfig<RglruForward>::type::WithBulkLoads;
 
 }  // namespace
 

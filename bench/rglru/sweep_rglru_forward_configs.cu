@@ -118,9 +118,6 @@ template <int WidthTile, int Chunk, int SubChunk, int Threads = 256>
 using Logits = ChunkedForwardConfig<Element, 0, WidthTile, Chunk, SubChunk, Threads, Policy, kLogits>;
 template <class Sequential>
 using Shipped = typename hawk::rglru::DefaultChunkedConfig<Sequential>::type;
-template <class C>
-using WithBulkLoads = ChunkedForwardConfig<Element, C::kBlockWidth, C::kWidthTile, C::kChunk, C::kSubChunk,
-                                           C::kThreads, Policy, C::kMode, true, /*BulkLoads=*/true>;
 template <int BlockWidth, int WidthTile, int Threads = 256, int Stages = 2>
 using Seq = hawk::rglru::ForwardConfig<Element, BlockWidth, WidthTile, hawk::rglru::kDefaultTimeChunk, Threads, Policy,
                                        kFused, Stages>;
@@ -223,9 +220,9 @@ int main(int argc, char** argv) {
 
   // Bulk loads (one warp's bulk copies on transaction barriers) against every thread's cp.async, the shipped
   // chunked configurations otherwise unchanged, where forward() runs the chunked kernel and at the seed shape.
-  using BulkW128 = WithBulkLoads<ShippedW128>;
-  using BulkW256 = WithBulkLoads<ShippedW256>;
-  using BulkW64 = WithBulkLoads<ShippedW64>;
+  using BulkW128 = ShippedW128::WithBulkLoads;
+  using BulkW256 = ShippedW256::WithBulkLoads;
+  using BulkW64 = ShippedW64::WithBulkLoads;
   rows.push_back(compare<BulkW128, ShippedW128>("(1,2048,2048,16)", one_seed, kFused));
   rows.push_back(compare<BulkW128, ShippedW128>("(4,2048,2048,16)", seed, kFused));
   rows.push_back(compare<BulkW64, ShippedW64>("(16,1024,1024,16)", small, kFused));

@@ -52,6 +52,9 @@ struct ChunkedForwardConfig {
   //! Whether phase 1 loads through bulk copies (sm_90+; ChunkedForward::can_implement refuses it below).
   static constexpr bool kBulkLoads = BulkLoads_;
   static_assert(!BulkLoads_ || Phase::kFused, "ChunkedForwardConfig: BulkLoads is for fused configurations");
+  //! This configuration with its tiles loaded by bulk copies (BulkLoads = true), everything else the same.
+  using WithBulkLoads = ChunkedForwardConfig<Element_, BlockWidth_, WidthTile_, Chunk_, SubChunk_, Threads_,
+                                             ResetPolicy_, Mode_, GatesInRegisters_, true>;
   static constexpr int kBlockWidth = BlockWidth_;
   static constexpr int kWidthTile = WidthTile_;
   static constexpr int kChunk = Chunk_;

@@ -121,21 +121,6 @@ void check_sequential_tilings(const std::vector<std::int64_t>& lengths, bool pac
   }
 }
 
-//! A chunked configuration as C, but loading its tiles with bulk copies (sm_90+; block/chunk_gates.cuh).
-template <class C>
-using BulkLoadsOf =
-    hawk::rglru::ChunkedForwardConfig<typename C::Element, C::kBlockWidth, C::kWidthTile, C::kChunk, C::kSubChunk,
-                                      C::kThreads, typename C::ResetPolicy, C::kMode, /*GatesInRegisters=*/true,
-                                      /*BulkLoads=*/true>;
-
-//! Whether the current device runs bulk copies (sm_90+).
-inline bool device_has_bulk_copies() {
-  int device = 0, major = 0;
-  HAWK_TEST_CUDA(cudaGetDevice(&device));
-  HAWK_TEST_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
-}
-
 // L = 1, 2, odd, not a multiple of the chunk, exactly one chunk, an empty sequence, several chunks; resets at
 // t = 0, mid-chunk, on chunk edges (64, 128) and on consecutive tokens (make_problem's flag pattern).
 const std::vector<std::int64_t> kPackedLengths = {1, 2, 0, 129, 255, 64, 300, 513, 17, 128};
@@ -185,7 +170,9 @@ TEST_CASE("the chunked forward gives the sequential forward's bits for every chu
 
 TEST_CASE("bulk loads (one warp's bulk copies on transaction barriers) give the cp.async path's bits",
           "[rglru][forward][chunked][bulk]") {
-  if (!device_has_bulk_copies()) {
+  int major = 0;
+  REQUIRE(hawk::device_compute_capability_major(major).ok());
+  if (major < 9) {
     WARN("bulk copies need sm_90 or later: skipped on this device");
     return;
   }
@@ -194,24 +181,25 @@ TEST_CASE("bulk loads (one warp's bulk copies on transaction barriers) give the 
   // kind (kPackedLengths: rows past the sequence zero-filled), h0, every reset policy, all three element types.
   SECTION("bf16 fused w = 256, no reset, h0, packed") {
     using Shipped = hawk::rglru::DefaultChunkedConfig<Sequential<Bf16, NoReset, kFused, 256>>::type;
-    check_chunk_independence<Bf16, NoReset, kFused, 256, BulkLoadsOf<Shipped>,
+    check_chunk_independence<Bf16, NoReset, kFused, 256, Shipped::WithBulkLoads,
                              ChunkedForwardConfig<Bf16, 256, 64, 128, 32, 256, NoReset, kFused, true, true>>(
         kPackedLengths, true, true);
   }
   SECTION("bf16 fused w = 128, reset flags, h0, packed") {
     using Shipped = hawk::rglru::DefaultChunkedConfig<Sequential<Bf16, ResetFlags, kFused, 128>>::type;
-    check_chunk_independence<Bf16, ResetFlags, kFused, 128, BulkLoadsOf<Shipped>,
+    check_chunk_independence<Bf16, ResetFlags, kFused, 128, Shipped::WithBulkLoads,
                              ChunkedForwardConfig<Bf16, 128, 16, 128, 32, 128, ResetFlags, kFused, true, true>>(
         kPackedLengths, true, true);
   }
   SECTION("fp16 fused w = 64, reset at sequence start, dense L = 1, 2, 257") {
     using Shipped = hawk::rglru::DefaultChunkedConfig<Sequential<__half, ResetAtSequenceStart, kFused, 64>>::type;
     for (std::int64_t L : {1, 2, 257})
-      check_chunk_independence<__half, ResetAtSequenceStart, kFused, 64, BulkLoadsOf<Shipped>>({L, L, L}, false, true);
+      check_chunk_independence<__half, ResetAtSequenceStart, kFused, 64, Shipped::WithBulkLoads>({L, L, L}, false,
+                                                                                                 true);
   }
   SECTION("fp32 fused w = 128 (SIMT projection), reset flags, packed") {
     using Shipped = hawk::rglru::DefaultChunkedConfig<Sequential<float, ResetFlags, kFused, 128>>::type;
-    check_chunk_independence<float, ResetFlags, kFused, 128, BulkLoadsOf<Shipped>>(kPackedLengths, true, false);
+    check_chunk_independence<float, ResetFlags, kFused, 128, Shipped::WithBulkLoads>(kPackedLengths, true, false);
   }
 }
 
