@@ -26,4 +26,8 @@ hawk::Status gate_residual_backward(const hawk::gate_residual::BackwardArguments
   return hawk::gate_residual::backward(args, workspace, workspace_bytes, stream);
 }
 
+std::size_t gate_residual_detected_rows_per_group_offset() {
+  return hawk::gate_residual::kDetectedRowsPerGroupOffset;
+}
+
 }  // namespace hawk_torch

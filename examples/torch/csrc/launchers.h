@@ -36,5 +36,8 @@ hawk::Status gate_residual_forward(const hawk::gate_residual::ForwardArguments& 
 std::size_t gate_residual_backward_workspace_size(const hawk::gate_residual::BackwardArguments& args);
 hawk::Status gate_residual_backward(const hawk::gate_residual::BackwardArguments& args, void* workspace,
                                     std::size_t workspace_bytes, cudaStream_t stream);
+//! hawk::gate_residual::kDetectedRowsPerGroupOffset: where a kArbitrary backward's workspace holds its layout
+//! verdict (S when idx turned out uniform, else 0) once the call has run.
+std::size_t gate_residual_detected_rows_per_group_offset();
 
 }  // namespace hawk_torch

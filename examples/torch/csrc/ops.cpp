@@ -32,6 +32,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -594,6 +595,116 @@ hawk::gate_residual::ProblemShape gate_residual_shape(const Tensor& rows, const 
   return s;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// gate-residual layout hints: the default call (layout "arbitrary") on an idx an earlier call found uniform
+// ---------------------------------------------------------------------------------------------------------------
+
+//! A kArbitrary backward decides on the device whether idx is uniform after all (idx[r] == r / S: a DiT's idx =
+//! row // tokens_per_sample) and then runs the uniform path, but it still launches the chunk table's CUB sort and
+//! scan, whose launches cannot wait for that decision: about 60 µs of a 450 µs call at N = 32768, D = 3072
+//! (bench/probes/gate_residual_default_call_probe.cu). So the binding remembers verdicts. After an eager
+//! kArbitrary backward it copies the verdict's rows_per_group (4 bytes, in stream order) into pinned host memory,
+//! keyed by idx's storage (a weak reference: a freed idx never matches again), data pointer, size, dtype, version
+//! counter, device and G. A later default backward on the same, unmodified idx whose verdict has landed (a host
+//! read, no synchronisation) declares kUniform with that S itself, validated on the device whatever the caller's
+//! `validate`. Every layout gives the same bits (the reduction contract), so a hint changes only the time. An idx
+//! changed behind PyTorch's back (through `.data` or a raw pointer: no version bump) cannot turn a stale hint into
+//! wrong numbers: the uniform check fails that call (nothing written) and reports kCheckIdxNotUniform. Never during
+//! stream capture: a graph's kArbitrary call re-decides on the device at every replay.
+class LayoutHints {
+ public:
+  //! S when an earlier call found this idx (unchanged since, with G gate rows) uniform and its verdict has
+  //! landed; 0 otherwise (no entry, verdict in flight, or not uniform).
+  std::int64_t rows_per_group(const Tensor& idx, std::int64_t gate_rows) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const int slot = find(idx, gate_rows);
+    if (slot < 0) return 0;
+    const std::uint32_t verdict = __atomic_load_n(&words_[slot], __ATOMIC_ACQUIRE);
+    return verdict == kPending ? 0 : static_cast<std::int64_t>(verdict);
+  }
+
+  //! After a kArbitrary backward on `stream`: copies its verdict (at `verdict` in its workspace, stream-ordered)
+  //! into a free slot, unless idx has an entry already or every slot still waits for its copy.
+  void remember(const Tensor& idx, std::int64_t gate_rows, const void* verdict, cudaStream_t stream) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (find(idx, gate_rows) >= 0 || !allocate_words()) return;
+    int slot = -1;
+    for (int i = 0; i < kSlots && slot < 0; ++i) {
+      const int candidate = (next_ + i) % kSlots;
+      // A slot is free once its last copy has landed (a pending one may not be overwritten under a new key).
+      if (!hints_[candidate].used || __atomic_load_n(&words_[candidate], __ATOMIC_ACQUIRE) != kPending)
+        slot = candidate;
+    }
+    if (slot < 0) return;
+    next_ = (slot + 1) % kSlots;
+    __atomic_store_n(&words_[slot], kPending, __ATOMIC_RELEASE);
+    if (cudaMemcpyAsync(&words_[slot], verdict, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();  // no hint then; the call itself has run
+      hints_[slot].used = false;
+      return;
+    }
+    Hint& h = hints_[slot];
+    h.used = true;
+    h.storage.emplace(idx.storage().getWeakStorageImpl());
+    h.data = idx.data_ptr();
+    h.numel = idx.numel();
+    h.gate_rows = gate_rows;
+    h.dtype = idx.scalar_type();
+    h.version = idx._version();
+    h.device = idx.get_device();
+  }
+
+ private:
+  static constexpr int kSlots = 64;
+  static constexpr std::uint32_t kPending = 0xFFFFFFFFu;  //!< the copy has not landed (S < 2^31 otherwise)
+
+  struct Hint {
+    bool used = false;
+    std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;  //!< keeps the StorageImpl's address taken
+    const void* data = nullptr;
+    std::int64_t numel = 0;
+    std::int64_t gate_rows = 0;
+    at::ScalarType dtype = at::kLong;
+    std::int64_t version = 0;
+    int device = -1;
+  };
+
+  int find(const Tensor& idx, std::int64_t gate_rows) const {
+    if (words_ == nullptr || !idx.has_storage()) return -1;
+    const c10::StorageImpl* storage = idx.storage().unsafeGetStorageImpl();
+    for (int i = 0; i < kSlots; ++i) {
+      const Hint& h = hints_[i];
+      if (h.used && h.storage && h.storage->_unsafe_get_target() == storage && !h.storage->expired() &&
+          h.data == idx.data_ptr() &&
+          h.numel == idx.numel() && h.gate_rows == gate_rows && h.dtype == idx.scalar_type() &&
+          h.version == idx._version() && h.device == idx.get_device())
+        return i;
+    }
+    return -1;
+  }
+
+  //! The pinned words, allocated on first use (an eager call: remember() is never reached during capture).
+  bool allocate_words() {
+    if (words_ != nullptr) return true;
+    void* host = nullptr;
+    if (cudaHostAlloc(&host, kSlots * sizeof(std::uint32_t), cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    words_ = static_cast<std::uint32_t*>(host);
+    for (int i = 0; i < kSlots; ++i) words_[i] = kPending;
+    return true;
+  }
+
+  std::mutex mutex_;
+  std::uint32_t* words_ = nullptr;  //!< pinned, never freed (like the report words)
+  Hint hints_[kSlots];
+  int next_ = 0;
+};
+
+LayoutHints g_layout_hints;
+
 //! 0: kArbitrary, 1: kUniform (idx[r] == r / rows_per_group), 2: kContiguousSegments (matches hawk_torch/_ops.py).
 hawk::gate_residual::IndexLayout index_layout_of(std::int64_t layout, std::int64_t rows_per_group) {
   TORCH_CHECK(layout >= 0 && layout <= 2, "hawk: layout must be 0 (arbitrary), 1 (uniform) or 2 (contiguous)");
@@ -643,10 +754,24 @@ std::tuple<Tensor, Tensor> gate_residual_backward_cuda(const Tensor& dout, const
   TORCH_CHECK(y.sizes() == dout.sizes() && y.scalar_type() == dout.scalar_type(),
               "hawk: dout must have y's shape and dtype");
   hawk::gate_residual::BackwardArguments a;
-  a.shape = gate_residual_shape(dout, gate, idx, validate);
-  route_device_checks(a.shape, device, stream);
   a.layout = index_layout_of(layout, rows_per_group);
   a.rows_per_group = rows_per_group;
+  // The default layout: an earlier call's verdict on this very idx may say uniform (LayoutHints, above).
+  bool hints = false;
+  std::int64_t hinted_rows_per_group = 0;
+  if (a.layout == hawk::gate_residual::IndexLayout::kArbitrary) {
+    bool capturing = false;
+    throw_if_failed(hawk::stream_is_capturing(stream, capturing), "hawk");
+    hints = !capturing;
+    if (hints) hinted_rows_per_group = g_layout_hints.rows_per_group(idx, gate.size(0));
+  }
+  if (hinted_rows_per_group > 0) {
+    a.layout = hawk::gate_residual::IndexLayout::kUniform;
+    a.rows_per_group = hinted_rows_per_group;
+  }
+  // A hinted layout is always checked on the device: a stale hint fails the call instead of computing from it.
+  a.shape = gate_residual_shape(dout, gate, idx, validate || hinted_rows_per_group > 0);
+  route_device_checks(a.shape, device, stream);
   Tensor dy = at::empty_like(y);
   Tensor dgate = at::empty(gate.sizes(), gate.options().dtype(at::kFloat));
   a.dout = dout.data_ptr();
@@ -660,6 +785,11 @@ std::tuple<Tensor, Tensor> gate_residual_backward_cuda(const Tensor& dout, const
   Tensor workspace = workspace_for(bytes, dout);
   throw_if_failed(gate_residual_backward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::gate_residual::backward");
+  if (hints && hinted_rows_per_group == 0) {
+    g_layout_hints.remember(idx, gate.size(0),
+                            static_cast<const char*>(workspace.data_ptr()) + gate_residual_detected_rows_per_group_offset(),
+                            stream);
+  }
   return {dy, dgate};
 }
 
@@ -985,6 +1115,12 @@ std::int64_t take_device_check_bits(std::int64_t device) {
   return static_cast<std::int64_t>(take_reported_bits(static_cast<int>(device)));
 }
 
+//! hawk::gate_residual_layout_hint: the S a default gate-residual backward on `idx` (with `gate_rows` gate rows)
+//! would declare now from an earlier call's verdict (LayoutHints), 0 when none. For tests; no synchronisation.
+std::int64_t gate_residual_layout_hint(const Tensor& idx, std::int64_t gate_rows) {
+  return g_layout_hints.rows_per_group(idx, gate_rows);
+}
+
 //! hawk::device_check_message: the verdict of report bits, naming the argument at fault.
 std::string device_check_message(std::int64_t bits) {
   return hawk::device_check_verdict(static_cast<unsigned int>(bits)).message();
@@ -1025,6 +1161,8 @@ TORCH_LIBRARY(hawk, m) {
   m.def("set_sync_checks(bool? enabled) -> bool", &hawk_torch::set_sync_checks);
   m.def("take_device_check_bits(int device) -> int", &hawk_torch::take_device_check_bits);
   m.def("device_check_message(int bits) -> str", &hawk_torch::device_check_message);
+  // What the gate-residual default layout's host-side hint says for an idx (tests; see LayoutHints).
+  m.def("gate_residual_layout_hint(Tensor idx, int gate_rows) -> int", &hawk_torch::gate_residual_layout_hint);
 }
 
 // The autograd formulas (any device: they only call operators).

@@ -478,7 +478,13 @@ def gate_residual(
     ``layout`` tells the backward how idx is laid out: ``"arbitrary"`` (always correct), ``"uniform"``
     (idx[r] == r // rows_per_group) or ``"contiguous"`` (each gate row's rows form one run); every layout gives
     the same bits. d gate is accumulated in fp32, in a fixed order (bitwise repeatable), and returned in
-    gate's dtype.
+    gate's dtype. With ``"arbitrary"`` the backward finds out on the device whether idx is uniform after all (a
+    DiT's ``idx = row // tokens_per_sample``) and remembers the answer for this idx tensor: a later call on the
+    same, unmodified idx (same storage, same version counter) declares ``"uniform"`` itself, with the same bits
+    and without the chunk table's sort, and checks that layout on the device. An idx whose memory was changed
+    behind PyTorch's back (through ``.data`` or a raw pointer, which do not bump its version) then fails that call
+    with the layout error below rather than give wrong gradients; pass a fresh tensor, or change idx in place
+    through PyTorch.
 
     ``validate=True`` (the default) checks on the device, in the forward and in the backward, without a host
     synchronisation (CUDA graphs too), that 0 <= idx < G and that idx follows the declared ``layout``. A failed

@@ -112,3 +112,60 @@ def test_unused_gate_rows_get_zero_gradient(seed):
     residual, y, gate, idx = _problem(N, D, G, torch.float32, torch.float32, torch.int64, idx)
     hawk_torch.gate_residual(residual, y, gate, idx).sum().backward()
     assert torch.count_nonzero(gate.grad[4:]) == 0 and torch.count_nonzero(gate.grad[:4]) > 0
+
+
+def _step(residual, y, gate, idx, dout, **layout):
+    leaves = [_leaf(t) for t in (residual, y, gate)]
+    out = hawk_torch.gate_residual(*leaves, idx, **layout)
+    out.backward(dout)
+    return [out.detach()] + [t.grad for t in leaves]
+
+
+def test_default_layout_takes_the_uniform_hint_of_an_earlier_call_with_the_same_bits(seed):
+    """The default call remembers an earlier call's on-device verdict for the same unmodified idx and declares the
+    uniform layout itself (csrc/ops.cpp, LayoutHints): the same bits as before and as layout='uniform'."""
+    S, G, D = 3, 1093, 512
+    N = S * G - 1  # a short last group
+    idx = torch.arange(N, device="cuda") // S
+    residual, y, gate, idx = _problem(N, D, G, torch.bfloat16, torch.bfloat16, torch.int64, idx)
+    dout = uniform((N, D), torch.bfloat16)
+    hint = torch.ops.hawk.gate_residual_layout_hint
+    assert hint(idx, G) == 0  # never seen
+    first = _step(residual, y, gate, idx, dout)
+    torch.cuda.synchronize()  # the verdict's copy has landed
+    assert hint(idx, G) == S
+    assert hint(idx, G + 1) == 0  # another G is another key
+    second = _step(residual, y, gate, idx, dout)  # now declared uniform on the host
+    explicit = _step(residual, y, gate, idx, dout, layout="uniform", rows_per_group=S)
+    for a, b, c in zip(first, second, explicit):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    # negative control: a different dout changes the bits
+    assert not torch.equal(_step(residual, y, gate, idx, dout * 2 - 1)[3], first[3])
+
+    # A non-uniform idx is remembered as such; an in-place change (a version bump) or a copy is a new key.
+    shuffled = idx[torch.randperm(N, device="cuda")]
+    _step(residual, y, gate, shuffled, dout)
+    torch.cuda.synchronize()
+    assert hint(shuffled, G) == 0
+    idx.add_(0)
+    assert hint(idx, G) == 0 and hint(idx.clone(), G) == 0
+
+
+def test_a_stale_layout_hint_fails_the_call_instead_of_computing_from_it(seed):
+    """idx changed behind PyTorch's back (through .data: no version bump) after its verdict was remembered: the
+    hinted uniform layout is checked on the device, so the call reports idx instead of giving wrong gradients."""
+    S, G, D = 4, 64, 256
+    N = S * G
+    idx = torch.arange(N, device="cuda") // S
+    residual, y, gate, idx = _problem(N, D, G, torch.float32, torch.float32, torch.int64, idx)
+    dout = uniform((N, D), torch.float32)
+    _step(residual, y, gate, idx, dout)
+    torch.cuda.synchronize()
+    assert torch.ops.hawk.gate_residual_layout_hint(idx, G) == S
+    idx.data.copy_(idx[torch.randperm(N, device="cuda")])  # same tensor, same version, other contents
+    previous = hawk_torch.set_sync_checks(True)
+    try:
+        with pytest.raises(RuntimeError, match="(?i)uniform"):
+            _step(residual, y, gate, idx, dout)
+    finally:
+        hawk_torch.set_sync_checks(previous)

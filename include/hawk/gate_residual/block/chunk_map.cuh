@@ -145,6 +145,12 @@ struct DetectedUniformChunks {
     if (v.rows_per_group == 0u) return GroupChunks{GroupChunks::kInconsistent, 0, 0};
     return uniform(v).group(g);
   }
+  //! The first group a reduction must visit: when every used group fits one chunk (S <= R), the used groups
+  //! are final already (their sums went to dgate directly) and only the unused tail, which gets 0, remains.
+  HAWK_DEVICE std::int64_t first_group_to_reduce() const {
+    const UniformVerdict v = load();
+    return v.chunks_per_group > 1u ? 0 : static_cast<std::int64_t>(v.used_groups);
+  }
 };
 
 // ---- chunk tables (kContiguousSegments, kArbitrary) ----------------------------------------------------
@@ -207,6 +213,8 @@ struct TableChunks {
     if (slot + n > partial_rows) return GroupChunks{GroupChunks::kInconsistent, 0, 0};
     return GroupChunks{GroupChunks::kMultiChunk, slot, n};
   }
+  //! Any group may have several chunks or none: the reduction visits them all.
+  HAWK_DEVICE std::int64_t first_group_to_reduce() const { return 0; }
 };
 
 }  // namespace detail

@@ -180,6 +180,13 @@ HAWK_DEVICE IndexEntry load_row_index(const Index* idx, std::int64_t num_rows, s
   return entry;
 }
 
+//! A valid entry's key for the chunk table's sort (an out-of-range value becomes 0, so that later kernels stay in
+//! bounds) and, when `rows` is given (kArbitrary), the identity row the sort carries along as its value.
+HAWK_DEVICE void write_group_key(const IndexEntry& entry, std::uint32_t* keys, std::int32_t* rows) {
+  keys[entry.row] = entry.out_of_range ? 0u : static_cast<std::uint32_t>(entry.value);
+  if (rows != nullptr) rows[entry.row] = static_cast<std::int32_t>(entry.row);
+}
+
 }  // namespace detail
 }  // namespace gate_residual
 }  // namespace hawk

@@ -3,7 +3,7 @@
 //! The backward row kernel: dy[r] = dout[r] · gate[g] (one rounding) and the fp32 sum of dout · y over one
 //! reduction chunk of one group.
 //!
-//! A thread owns one (chunk, column vector) task. It loads the gate vector of the chunk's group once, then
+//! A thread owns one (chunk, column vector) task at a time. It loads the gate vector of the chunk's group once, then
 //! walks the chunk's rows in ascending position order, Tile::kRowsInFlight rows loaded ahead (loads only; the
 //! sums are still taken in row order), writing dy and accumulating acc = fmaf(dout, y, acc) from acc = 0.
 //! The chunk's sum goes to dgate directly when the group has a single chunk, otherwise to its row of the
@@ -54,15 +54,12 @@ HAWK_DEVICE void store_dgate(void* dgate, bool dgate_is_float, std::int64_t offs
   }
 }
 
+//! One (chunk, column vector) task: dy over the chunk's rows and the chunk's fp32 sum of dout · y.
 template <class Element, class Gate, class Tile, class ChunkMap, bool kVectorized>
-__global__ void __launch_bounds__(Tile::kThreads)
-    backward_rows_kernel(const BackwardParams<Element, Gate> params, const ChunkMap chunks) {
+HAWK_DEVICE void backward_row_task(const BackwardParams<Element, Gate>& params, const ChunkMap& chunks,
+                                   std::uint64_t task) {
   constexpr int kVec = ElementTraits<Element>::kVecSize;
   constexpr int kAhead = Tile::kRowsInFlight;
-  if (device_checks_failed(params.checks)) return;
-  if (!chunks.active()) return;  // kArbitrary: the other path was chosen on the device
-  const std::uint64_t task = static_cast<std::uint64_t>(blockIdx.x) * Tile::kThreads + threadIdx.x;
-  if (task >= params.total_tasks) return;
   const RowAndVector at = split_flat_index(task, params.vectors_per_row);
   ChunkSpan span;
   if (!chunks.chunk(at.row, span)) return;
@@ -112,6 +109,21 @@ __global__ void __launch_bounds__(Tile::kThreads)
     store_dgate<kVectorized, Gate>(params.dgate, params.dgate_is_float, span.group * params.dim + column, count, sum);
   } else {
     store_values<kVectorized>(params.partials + span.slot * params.dim + column, count, sum);
+  }
+}
+
+//! One task per thread; a grid smaller than the tasks strides over them. The launch covers every task with one
+//! grid (one task per thread, the loop runs once) except where the map is decided on the device and usually
+//! inactive (the chunk table of a kArbitrary call): there a bounded grid keeps the early return cheap.
+template <class Element, class Gate, class Tile, class ChunkMap, bool kVectorized>
+__global__ void __launch_bounds__(Tile::kThreads)
+    backward_rows_kernel(const BackwardParams<Element, Gate> params, const ChunkMap chunks) {
+  if (device_checks_failed(params.checks)) return;
+  if (!chunks.active()) return;  // kArbitrary: the other path was chosen on the device
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * Tile::kThreads;
+  for (std::uint64_t task = static_cast<std::uint64_t>(blockIdx.x) * Tile::kThreads + threadIdx.x;
+       task < params.total_tasks; task += stride) {
+    backward_row_task<Element, Gate, Tile, ChunkMap, kVectorized>(params, chunks, task);
   }
 }
 

@@ -22,18 +22,15 @@ inline unsigned table_blocks(std::int64_t n) {
   return static_cast<unsigned>((n + kTableThreads - 1) / kTableThreads);
 }
 
-//! idx -> 32-bit group keys (out-of-range values raise kCheckIdxOutOfRange and become 0, so that later kernels
-//! stay in bounds), and the identity rows the radix sort carries along as values (kArbitrary only).
+//! idx -> 32-bit group keys (out-of-range values raise kCheckIdxOutOfRange), and the identity rows (kArbitrary
+//! only). A kArbitrary backward has its layout detection write them instead (layout_detection_kernel.cuh).
 template <class Index>
 __global__ void __launch_bounds__(kTableThreads)
     prepare_group_keys_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                               std::uint32_t* __restrict__ keys, std::int32_t* __restrict__ rows,
                               unsigned* __restrict__ checks) {
   const IndexEntry entry = load_row_index<kTableThreads>(idx, num_rows, num_gate_rows);
-  if (entry.valid) {
-    keys[entry.row] = entry.out_of_range ? 0u : static_cast<std::uint32_t>(entry.value);
-    if (rows != nullptr) rows[entry.row] = static_cast<std::int32_t>(entry.row);
-  }
+  if (entry.valid) write_group_key(entry, keys, rows);
   raise_device_check_warp(entry.out_of_range, kCheckIdxOutOfRange, checks);
 }
 

@@ -62,7 +62,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 //! whose map is decided on the device (kArbitrary), so that a map that turns out inactive, or a problem whose
 //! groups all have one chunk, costs a few scalar steps per group instead of a thread per element. Each column
 //! is summed exactly as dgate_reduce_kernel sums it (the same order, the same single rounding): the same bits.
-//! Groups [params.group_begin, num_groups); `params.total` is not read.
+//! Groups [params.group_begin, num_groups), from the map's first_group_to_reduce() on (the groups before it are
+//! final already); `params.total` is not read.
 constexpr unsigned kReduceGroupsMaxBlocks = 2048;
 
 template <class Gate, class GroupMap>
@@ -70,7 +71,9 @@ __global__ void __launch_bounds__(kReduceThreads)
     dgate_reduce_groups_kernel(const DgateReduceParams params, const GroupMap groups, std::int64_t num_groups) {
   if (device_checks_failed(params.checks)) return;
   if (!groups.active()) return;
-  for (std::int64_t g = params.group_begin + blockIdx.x; g < num_groups; g += gridDim.x) {
+  const std::int64_t first = groups.first_group_to_reduce();
+  const std::int64_t begin = first > params.group_begin ? first : params.group_begin;
+  for (std::int64_t g = begin + blockIdx.x; g < num_groups; g += gridDim.x) {
     const GroupChunks chunks = groups.group(g);
     if (chunks.kind == GroupChunks::kSingleChunk || chunks.kind == GroupChunks::kInconsistent) continue;
     for (std::int64_t column = threadIdx.x; column < params.dim; column += kReduceThreads) {

@@ -33,15 +33,19 @@ namespace gate_residual {
 namespace detail {
 
 //! Launched with kDeviceCheckThreads threads per CTA and device_check_blocks(num_rows) CTAs. `detection` must be
-//! zero beforehand (it shares the memset of the check word).
+//! zero beforehand (it shares the memset of the check word). While it holds each idx, it also writes the chunk
+//! table's sort input (`keys`, `rows`: what prepare_group_keys_kernel writes otherwise), so that the
+//! table's build, which runs whatever the verdict, reads idx no second time.
 template <class Index, int kChunkRows>
 __global__ void __launch_bounds__(kDeviceCheckThreads)
     detect_uniform_layout_kernel(const Index* __restrict__ idx, std::int64_t num_rows, std::int64_t num_gate_rows,
                                  std::int64_t chunk_id_bound, std::int64_t partial_row_bound,
-                                 LayoutDetection* __restrict__ detection, unsigned* __restrict__ checks) {
+                                 LayoutDetection* __restrict__ detection, std::uint32_t* __restrict__ keys,
+                                 std::int32_t* __restrict__ rows, unsigned* __restrict__ checks) {
   const IndexEntry entry = load_row_index<kDeviceCheckThreads>(idx, num_rows, num_gate_rows);
   const std::int64_t r = entry.row;
   const bool out_of_range = entry.out_of_range;
+  if (entry.valid) write_group_key(entry, keys, rows);
   bool breaks = false;
   std::uint32_t period = 0;  // 0: no run start here
   if (entry.valid) {

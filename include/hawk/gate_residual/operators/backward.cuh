@@ -60,6 +60,16 @@
 namespace hawk {
 namespace gate_residual {
 
+//! Where a kArbitrary backward keeps its layout detection in the workspace (every instantiation alike).
+constexpr std::size_t kLayoutDetectionOffset = 64;
+//! Byte offset, in a kArbitrary backward's workspace, of the detection's 32-bit verdict rows_per_group: S when
+//! idx turned out uniform (idx[r] == r / S), 0 otherwise, once the call has run. A caller may copy it out after
+//! the call, in stream order (the PyTorch binding does, to declare kUniform for later calls on the same idx
+//! without a synchronisation).
+constexpr std::size_t kDetectedRowsPerGroupOffset = kLayoutDetectionOffset +
+                                                    offsetof(detail::LayoutDetection, verdict) +
+                                                    offsetof(detail::UniformVerdict, rows_per_group);
+
 template <class Element_, class Gate_, class Index_, class Tile_ = DefaultBackwardTile>
 class Backward {
  public:
@@ -128,7 +138,7 @@ class Backward {
   //! the bytes reserved after the check word (kDeviceCheckBytes), so that one memset clears both. After a
   //! kArbitrary call, `verdict.rows_per_group` there says which path ran (S: uniform; 0: chunk table); the tests
   //! read it.
-  static constexpr std::size_t kDetectionOffset = 64;
+  static constexpr std::size_t kDetectionOffset = kLayoutDetectionOffset;
   static constexpr std::size_t kClearedBytes = kDetectionOffset + sizeof(detail::LayoutDetection);
   static_assert(kClearedBytes <= kDeviceCheckBytes, "the layout detection must fit the check word's reserved bytes");
 
@@ -244,9 +254,11 @@ class Backward {
   //! kArbitrary, decided on the device without a host synchronisation (kernels/layout_detection_kernel.cuh): a
   //! pass over idx finds whether idx[r] == r / S for some S. Then the uniform path's kernels run with that S and
   //! the chunk table's consumers return at once; otherwise the reverse. Both paths give the same bits (the
-  //! reduction contract), so this is kArbitrary's old result, as fast as kUniform when idx is uniform. (The
-  //! table is still built, and CUB's sort and scan still run, whatever the verdict: their launches cannot wait
-  //! for a device-side decision. Their kernels are small next to the row kernel's.)
+  //! reduction contract), so this is kArbitrary's old result. The table is still built, and CUB's sort and scan
+  //! still run, whatever the verdict: their launches cannot wait for a device-side decision. What a uniform idx
+  //! pays for that is kept small: the detection writes the sort's input as it reads idx, the table's row kernel
+  //! returns from a bounded grid, and the reductions skip the groups that are final already
+  //! (bench/probes/gate_residual_default_call_probe.cu measures what remains).
   static Status launch_arbitrary(const BackwardArguments& args, const Buffers& buffers, cudaStream_t stream) {
     const ProblemShape& shape = args.shape;
     const Index* idx = static_cast<const Index*>(args.idx);
@@ -255,7 +267,7 @@ class Backward {
     detail::detect_uniform_layout_kernel<Index, kChunkRows>
         <<<device_check_blocks(shape.num_rows), kDeviceCheckThreads, 0, stream>>>(
             idx, shape.num_rows, shape.num_gate_rows, bounds.chunk_ids, arbitrary_partial_rows(shape),
-            buffers.detection, buffers.checks);
+            buffers.detection, buffers.table.keys, buffers.table.rows, buffers.checks);
     HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::detect_uniform_layout_kernel"));
     HAWK_RETURN_IF_ERROR(copy_dresidual(args, buffers.checks, stream));
 
@@ -266,10 +278,11 @@ class Backward {
 
     // The chunk table (active when the verdict is 0).
     detail::TableChunks table{};
-    HAWK_RETURN_IF_ERROR((detail::build_chunk_table<Index, kChunkRows>(
-        idx, shape.num_rows, shape.num_gate_rows, args.layout, buffers.table, buffers.checks, stream, table)));
+    HAWK_RETURN_IF_ERROR((detail::build_chunk_table<Index, kChunkRows>(idx, shape.num_rows, shape.num_gate_rows,
+                                                                       args.layout, buffers.table, buffers.checks,
+                                                                       stream, table, /*keys_written=*/true)));
     table.skip_if_uniform = &buffers.detection->verdict;
-    HAWK_RETURN_IF_ERROR(launch_rows(args, buffers, table, table.chunk_bound, stream));
+    HAWK_RETURN_IF_ERROR(launch_rows(args, buffers, table, table.chunk_bound, stream, kDecidedRowsMaxBlocks));
     return launch_reduce_groups(args, buffers, table, stream);
   }
 
@@ -317,9 +330,15 @@ class Backward {
     return last_launch_status("gate_residual::copy_dresidual_kernel");
   }
 
+  //! The grid of the chunk table's row kernel in a kArbitrary call: a bounded grid that strides over the tasks,
+  //! so that its early return (the usual case: idx turned out uniform) costs a few thousand CTAs, not one per
+  //! 128 tasks (35,000 CTAs, 25 µs, at N = 32768, D = 3072); two waves of the H200's 132 SMs when it does run.
+  static constexpr unsigned kDecidedRowsMaxBlocks = 4096;
+
+  //! `max_blocks` (0: none) bounds the grid; the kernel strides over the tasks beyond it.
   template <class ChunkMap>
   static Status launch_rows(const BackwardArguments& args, const Buffers& buffers, const ChunkMap& chunks,
-                            std::int64_t chunk_ids, cudaStream_t stream) {
+                            std::int64_t chunk_ids, cudaStream_t stream, unsigned max_blocks = 0) {
     const ProblemShape& shape = args.shape;
     const std::uint32_t vectors = static_cast<std::uint32_t>((shape.dim + kVec - 1) / kVec);
     detail::BackwardParams<Element, Gate> params{static_cast<const Element*>(args.dout),
@@ -334,7 +353,8 @@ class Backward {
                                                  vectors,
                                                  static_cast<std::uint64_t>(chunk_ids) * vectors};
     if (params.total_tasks == 0) return Status::success();
-    const unsigned blocks = static_cast<unsigned>((params.total_tasks + Tile::kThreads - 1) / Tile::kThreads);
+    const std::uint64_t needed = (params.total_tasks + Tile::kThreads - 1) / Tile::kThreads;
+    const unsigned blocks = static_cast<unsigned>(max_blocks != 0 && needed > max_blocks ? max_blocks : needed);
     if (uses_vector_path(args)) {
       detail::backward_rows_kernel<Element, Gate, Tile, ChunkMap, true>
           <<<blocks, Tile::kThreads, 0, stream>>>(params, chunks);

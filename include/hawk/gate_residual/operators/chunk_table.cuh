@@ -122,15 +122,20 @@ struct ChunkTableBuffers {
 //! Builds the chunk table on `stream` (workspace writes only) and returns the map the kernels read. idx problems
 //! raise their bits in the call's check word `checks` (core/device_checks.cuh; cleared beforehand), whether or
 //! not the caller validates: the kernels that read the table for an output must be guarded by that word.
+//! `keys_written`: an earlier kernel on the stream already wrote b.keys (and b.rows for kArbitrary) from idx and
+//! raised its out-of-range bits, as prepare_group_keys_kernel would (a kArbitrary call's layout detection).
 template <class Index, int kChunkRows>
 Status build_chunk_table(const Index* idx, std::int64_t num_rows, std::int64_t num_gate_rows, IndexLayout layout,
-                         const ChunkTableBuffers& b, unsigned* checks, cudaStream_t stream, TableChunks& table) {
+                         const ChunkTableBuffers& b, unsigned* checks, cudaStream_t stream, TableChunks& table,
+                         bool keys_written = false) {
   const bool sort = layout == IndexLayout::kArbitrary;
   const unsigned blocks = table_blocks(num_rows);
   const int items = static_cast<int>(num_rows);
-  prepare_group_keys_kernel<Index><<<blocks, kTableThreads, 0, stream>>>(idx, num_rows, num_gate_rows, b.keys,
-                                                                         sort ? b.rows : nullptr, checks);
-  HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::prepare_group_keys_kernel"));
+  if (!keys_written) {
+    prepare_group_keys_kernel<Index><<<blocks, kTableThreads, 0, stream>>>(idx, num_rows, num_gate_rows, b.keys,
+                                                                           sort ? b.rows : nullptr, checks);
+    HAWK_RETURN_IF_ERROR(last_launch_status("gate_residual::prepare_group_keys_kernel"));
+  }
   const std::uint32_t* keys = b.keys;
   const std::int32_t* rows = nullptr;
   if (sort) {
