@@ -9,6 +9,7 @@
 #include "hawk/core/element.cuh"
 #include "hawk/core/math.hpp"
 #include "hawk/core/status.hpp"
+#include "hawk/core/tensor_map.hpp"
 #include "hawk/core/workspace.hpp"
 #include "hawk/gate_residual/gate_residual.cuh"
 #include "hawk/rglru/rglru.cuh"

@@ -9,8 +9,9 @@
 //! `fence_transaction_barrier_init` before any thread or copy uses it; per use, one thread calls
 //! `expect_transaction_bytes` with the bytes of that use before its copies are issued, then any threads issue
 //! the copies (`bulk_copy_to_shared`), and every consumer calls `wait_transaction_barrier(bar, phase)` with the
-//! parity of the use (0, 1, 0, ...). On architectures below sm_90 these trap: operators refuse such
-//! configurations on the host first (device_supports_bulk_copies).
+//! parity of the use (0, 1, 0, ...). `tensor_tile_to_shared` is the 2-D form: one copy per tile through a tensor
+//! map (core/tensor_map.hpp). On architectures below sm_90 these trap: operators refuse such configurations on
+//! the host first.
 
 #include <cstdint>
 
@@ -65,6 +66,25 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* destination, const voi
                : "memory");
 #else
   (void)destination; (void)source; (void)bytes; (void)barrier;
+  __trap();
+#endif
+}
+
+//! Copy the box of `map` (core/tensor_map.hpp) whose first element is (row, col) of its matrix to shared memory:
+//! one instruction for the whole tile, the part outside the matrix filled with zeros (negative coordinates
+//! included). Its arrival completes tensor_box_bytes(...) bytes of the barrier's current use, clipped part
+//! included. `map` must be a `const __grid_constant__ CUtensorMap` kernel parameter (or in global memory);
+//! `destination` 128-byte aligned (1024 with TensorMapSwizzle::k128B).
+__device__ __forceinline__ void tensor_tile_to_shared(void* destination, const void* map, int row, int col,
+                                                      std::uint64_t* barrier) {
+#if defined(HAWK_HAS_BULK_COPY)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          shared_address(destination)),
+      "l"(map), "r"(col), "r"(row), "r"(shared_address(barrier))
+      : "memory");
+#else
+  (void)destination; (void)map; (void)row; (void)col; (void)barrier;
   __trap();
 #endif
 }
