@@ -74,7 +74,9 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* destination, const voi
 //! one instruction for the whole tile, the part outside the matrix filled with zeros (negative coordinates
 //! included). Its arrival completes tensor_box_bytes(...) bytes of the barrier's current use, clipped part
 //! included. `map` must be a `const __grid_constant__ CUtensorMap` kernel parameter (or in global memory);
-//! `destination` 128-byte aligned (1024 with TensorMapSwizzle::k128B).
+//! `destination` 128-byte aligned (1024 with TensorMapSwizzle::k128B); `col` times the element size a multiple
+//! of 16 bytes, negative or not (the engine faults otherwise, cudaErrorIllegalInstruction: measured on the H200).
+//! `row` is free.
 __device__ __forceinline__ void tensor_tile_to_shared(void* destination, const void* map, int row, int col,
                                                       std::uint64_t* barrier) {
 #if defined(HAWK_HAS_BULK_COPY)
