@@ -10,6 +10,7 @@
 #include "hawk/core/math.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/core/tensor_map.hpp"
+#include "hawk/core/wgmma.cuh"
 #include "hawk/core/workspace.hpp"
 #include "hawk/gate_residual/gate_residual.cuh"
 #include "hawk/rglru/rglru.cuh"
