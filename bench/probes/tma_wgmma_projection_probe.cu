@@ -1,0 +1,219 @@
+// How fast can phase 1 of issue 16's next chunked forward project x on this GPU when the tensor-copy engine loads
+// the tiles and wgmma multiplies them (core/tensor_map.hpp, core/wgmma.cuh)? DESIGN.md asks for phase 1 alone near
+// the copy rate before the chain is added; today's one-shot chunked kernel spends 55% of its instructions on
+// integer arithmetic and 5% on HMMA. This probe times only the projection gx | ga = x · (Wx | Wa) of one long
+// sequence, the weights of a CTA's 128 output channels resident in shared memory, x streamed in tiles of 64 tokens
+// through two stages, two warpgroups each owning 64 channels, the accumulators folded into a checksum (no gate
+// math, no chain, no y). The time is a floor for phase 1: what the gate math and the chain must fit beside.
+//
+// Shapes: (1, 8192, 2560, 10) and (1, 65536, 2560, 10) at w = 256, and (4, 2048, 2048, 16) at w = 128 (tokens of
+// the batch back to back: the projection does not care where sequences end). Timed with CUDA events, median of 21
+// launches after 3; reported as µs, TFLOP/s of the projection and GB/s of x read once.
+//
+//   build-gpu/bench/probes/tma_wgmma_projection_probe [OUT.json]       (built for sm_90a)
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "hawk/core/bulk_copy.cuh"
+#include "hawk/core/tensor_map.hpp"
+#include "hawk/core/wgmma.cuh"
+#include "probe_support.cuh"
+
+namespace {
+
+using E = __nv_bfloat16;
+constexpr int kTileTokens = 64;   // wgmma M
+constexpr int kPanel = 64;        // channels per warpgroup (wgmma N) and k per swizzled box
+constexpr int kWarpgroups = 2;
+constexpr int kThreads = 128 * kWarpgroups;
+
+struct Shape {
+  const char* name;
+  int tokens, width, blocks;
+};
+
+//! Shared memory for block width w: the resident weight panels (Wx and Wa, kWarpgroups · 64 columns each, w rows),
+//! then two x stages of [64 tokens][w] as w / 64 swizzled panels.
+constexpr int weight_panel_bytes(int w) { return w * kPanel * 2; }
+constexpr int stage_bytes(int w) { return kTileTokens * w * 2; }
+constexpr int shared_bytes(int w) { return 2 * kWarpgroups * weight_panel_bytes(w) + 2 * stage_bytes(w); }
+
+struct Work {
+  int tokens;         // T
+  int width;          // W
+  int block_width;    // w
+  int col_groups;     // w / (64 · kWarpgroups): CTAs that share a block's x rows
+  int segments;       // pieces of the token range, one CTA each per (block, column group)
+  float* checksums;   // [grid · kThreads]
+};
+
+template <int W>
+__global__ void __launch_bounds__(kThreads, 1)
+    projection_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap wx_map,
+                      const __grid_constant__ CUtensorMap wa_map, const Work work) {
+  extern __shared__ __align__(1024) unsigned char shared[];
+  __shared__ std::uint64_t full[3];  // 0, 1: x stages; 2: the weights
+  const int thread = threadIdx.x, group = thread / 128;
+  const int item = blockIdx.x;
+  const int segment = item % work.segments;
+  const int col_group = (item / work.segments) % work.col_groups;
+  const int block = item / (work.segments * work.col_groups);
+  const int tiles = work.tokens / kTileTokens;
+  const int first_tile = static_cast<int>(static_cast<long>(tiles) * segment / work.segments);
+  const int end_tile = static_cast<int>(static_cast<long>(tiles) * (segment + 1) / work.segments);
+  constexpr int kPanelsK = W / 64;
+  unsigned char* const weights = shared;  // [Wx panel g][Wa panel g] for g in groups
+  unsigned char* const stages = shared + 2 * kWarpgroups * weight_panel_bytes(W);
+
+  auto load_tile = [&](int tile, int stage) {
+    hawk::expect_transaction_bytes(&full[stage], stage_bytes(W));
+    for (int p = 0; p < kPanelsK; ++p)
+      hawk::tensor_tile_to_shared(stages + stage * stage_bytes(W) + p * kTileTokens * 128, &x_map,
+                                  tile * kTileTokens, block * W + p * 64, &full[stage]);
+  };
+  if (thread == 0) {
+    for (int i = 0; i < 3; ++i) hawk::init_transaction_barrier(&full[i], 1);
+    hawk::fence_transaction_barrier_init();
+  }
+  __syncthreads();
+  if (thread == 0) {
+    hawk::expect_transaction_bytes(&full[2], 2 * kWarpgroups * weight_panel_bytes(W));
+    for (int g = 0; g < kWarpgroups; ++g) {
+      const int col = (col_group * kWarpgroups + g) * kPanel;
+      hawk::tensor_tile_to_shared(weights + (2 * g) * weight_panel_bytes(W), &wx_map, block * W, col, &full[2]);
+      hawk::tensor_tile_to_shared(weights + (2 * g + 1) * weight_panel_bytes(W), &wa_map, block * W, col, &full[2]);
+    }
+    if (first_tile < end_tile) load_tile(first_tile, 0);
+  }
+  hawk::wait_transaction_barrier(&full[2], 0);
+  const E* wx = reinterpret_cast<const E*>(weights + (2 * group) * weight_panel_bytes(W));
+  const E* wa = reinterpret_cast<const E*>(weights + (2 * group + 1) * weight_panel_bytes(W));
+
+  float checksum = 0.0f;
+  for (int tile = first_tile, i = 0; tile < end_tile; ++tile, ++i) {
+    const int stage = i & 1;
+    if (thread == 0 && tile + 1 < end_tile) load_tile(tile + 1, stage ^ 1);
+    hawk::wait_transaction_barrier(&full[stage], (i >> 1) & 1);
+    const E* x = reinterpret_cast<const E*>(stages + stage * stage_bytes(W));
+    float gx[32], ga[32];
+    for (int e = 0; e < 32; ++e) gx[e] = ga[e] = 0.0f;
+    hawk::wgmma_fence();
+    for (int k0 = 0; k0 < W; k0 += 16) {
+      const std::uint64_t a = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(x, kTileTokens, k0), 0);
+      hawk::wgmma_m64n64k16<E, hawk::WgmmaMajor::kMN>(
+          gx, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wx, k0), weight_panel_bytes(W)));
+      hawk::wgmma_m64n64k16<E, hawk::WgmmaMajor::kMN>(
+          ga, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wa, k0), weight_panel_bytes(W)));
+    }
+    hawk::wgmma_commit();
+    hawk::wgmma_wait<0>();
+    for (int e = 0; e < 32; ++e) checksum += gx[e] * ga[e];
+    __syncthreads();  // every warpgroup is done with this stage before thread 0 refills it (next iteration + 1)
+  }
+  work.checksums[static_cast<long>(item) * kThreads + thread] = checksum;
+}
+
+__global__ void fill_kernel(E* data, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    data[i] = __float2bfloat16(static_cast<float>(h & 0xFFFF) / 65536.0f - 0.5f + 1.0f / 131072.0f);
+  }
+}
+
+void check(const hawk::Status& status) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.message().c_str());
+    std::exit(2);
+  }
+}
+
+template <int W>
+double run(const Shape& s, int segments, std::string& json) {
+  const int blocks = s.blocks;
+  const std::size_t x_elements = static_cast<std::size_t>(s.tokens) * s.width;
+  const std::size_t w_elements = static_cast<std::size_t>(blocks) * W * W;
+  E *x = nullptr, *wx = nullptr, *wa = nullptr;
+  PROBE_CUDA(cudaMalloc(&x, x_elements * 2));
+  PROBE_CUDA(cudaMalloc(&wx, w_elements * 2));
+  PROBE_CUDA(cudaMalloc(&wa, w_elements * 2));
+  fill_kernel<<<1024, 256>>>(x, x_elements, 1);
+  fill_kernel<<<1024, 256>>>(wx, w_elements, 2);
+  fill_kernel<<<1024, 256>>>(wa, w_elements, 3);
+  CUtensorMap x_map, wx_map, wa_map;
+  // x: [T][W]; the weights of all blocks as one [H · w][w] matrix (block h's rows start at h · w).
+  check(hawk::make_tensor_map_2d(x_map, x, hawk::DType::kBFloat16, s.tokens, s.width, s.width * 2, kTileTokens, 64,
+                                 hawk::TensorMapSwizzle::k128B));
+  check(hawk::make_tensor_map_2d(wx_map, wx, hawk::DType::kBFloat16, static_cast<std::int64_t>(blocks) * W, W, W * 2,
+                                 W, 64, hawk::TensorMapSwizzle::k128B));
+  check(hawk::make_tensor_map_2d(wa_map, wa, hawk::DType::kBFloat16, static_cast<std::int64_t>(blocks) * W, W, W * 2,
+                                 W, 64, hawk::TensorMapSwizzle::k128B));
+  Work work{s.tokens, s.width, W, W / (kPanel * kWarpgroups), segments, nullptr};
+  const int grid = blocks * work.col_groups * segments;
+  PROBE_CUDA(cudaMalloc(&work.checksums, static_cast<std::size_t>(grid) * kThreads * sizeof(float)));
+  const auto kernel = projection_kernel<W>;
+  PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes(W)));
+  cudaEvent_t start, stop;
+  PROBE_CUDA(cudaEventCreate(&start));
+  PROBE_CUDA(cudaEventCreate(&stop));
+  std::vector<double> us;
+  for (int r = 0; r < 24; ++r) {
+    PROBE_CUDA(cudaEventRecord(start));
+    kernel<<<grid, kThreads, shared_bytes(W)>>>(x_map, wx_map, wa_map, work);
+    PROBE_CUDA(cudaEventRecord(stop));
+    PROBE_CUDA(cudaEventSynchronize(stop));
+    PROBE_CUDA(cudaGetLastError());
+    float ms = 0;
+    PROBE_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (r >= 3) us.push_back(1000.0 * ms);
+  }
+  std::sort(us.begin(), us.end());
+  const double median = us[us.size() / 2];
+  const double flops = 2.0 * 2.0 * static_cast<double>(s.tokens) * s.width * W;
+  const double tflops = flops / (median * 1e6);
+  const double x_gbps = static_cast<double>(x_elements) * 2 / (median * 1e3);
+  std::printf("%-22s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, segments, grid,
+              median, tflops, x_gbps);
+  char row[256];
+  std::snprintf(row, sizeof(row),
+                "%s{\"shape\": \"%s\", \"segments\": %d, \"grid\": %d, \"us\": %.2f, \"tflops\": %.1f, \"x_once_gbps\": %.1f}",
+                json.empty() ? "" : ", ", s.name, segments, grid, median, tflops, x_gbps);
+  json += row;
+  PROBE_CUDA(cudaFree(x));
+  PROBE_CUDA(cudaFree(wx));
+  PROBE_CUDA(cudaFree(wa));
+  PROBE_CUDA(cudaFree(work.checksums));
+  return median;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "tma_wgmma_projection_probe: no CUDA device\n");
+    return 77;
+  }
+  std::string rows;
+  const Shape long_8k{"(1, 8192, 2560, 10)", 8192, 2560, 10};
+  const Shape long_64k{"(1, 65536, 2560, 10)", 65536, 2560, 10};
+  const Shape seed{"(4, 2048, 2048, 16)", 4 * 2048, 2048, 16};
+  for (int segments : {4, 7, 13, 26}) run<256>(long_8k, segments, rows);
+  for (int segments : {7, 13, 26, 52}) run<256>(long_64k, segments, rows);
+  for (int segments : {4, 8, 16, 32}) run<128>(seed, segments, rows);
+  if (argc > 1) {
+    if (FILE* f = std::fopen(argv[1], "w")) {
+      std::fprintf(f, "{\"probe\": \"tma_wgmma_projection\", \"rows\": [%s]}\n", rows.c_str());
+      std::fclose(f);
+    }
+  }
+  return 0;
+}
