@@ -3,8 +3,11 @@
 // the copy rate before the chain is added; today's one-shot chunked kernel spends 55% of its instructions on
 // integer arithmetic and 5% on HMMA. This probe times only the projection gx | ga = x · (Wx | Wa) of one long
 // sequence, the weights of a CTA's 128 output channels resident in shared memory, x streamed in tiles of 64 tokens
-// through two stages, two warpgroups each owning 64 channels, the accumulators folded into a checksum (no gate
-// math, no chain, no y). The time is a floor for phase 1: what the gate math and the chain must fit beside.
+// through two stages, two warpgroups each owning 64 channels, the accumulators folded into a checksum (no chain,
+// no y). Twice: the projection alone, and with each token's gate math (hawk's token_gates on the accumulators and
+// the token's x from the staged tile, as the fused gates of the real kernels compute it) before the fold. The
+// times are floors for phase 1: what the chain, the gate tile's stores and y must fit beside. (The products are
+// not checked here: tests/gpu/core/wgmma_test.cu proves the same instructions on the same layouts.)
 //
 // Shapes: (1, 8192, 2560, 10) and (1, 65536, 2560, 10) at w = 256, and (4, 2048, 2048, 16) at w = 128 (tokens of
 // the batch back to back: the projection does not care where sequences end). Timed with CUDA events, median of 21
@@ -23,6 +26,7 @@
 #include "hawk/core/bulk_copy.cuh"
 #include "hawk/core/tensor_map.hpp"
 #include "hawk/core/wgmma.cuh"
+#include "hawk/rglru/gate_math.hpp"
 #include "probe_support.cuh"
 
 namespace {
@@ -53,7 +57,7 @@ struct Work {
   float* checksums;   // [grid · kThreads]
 };
 
-template <int W>
+template <int W, bool kGates>
 __global__ void __launch_bounds__(kThreads, 1)
     projection_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap wx_map,
                       const __grid_constant__ CUtensorMap wa_map, const Work work) {
@@ -113,7 +117,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     hawk::wgmma_commit();
     hawk::wgmma_wait<0>();
-    for (int e = 0; e < 32; ++e) checksum += gx[e] * ga[e];
+    if constexpr (kGates) {
+      // Element e of n8 block j: token row 16 · warp + lane / 4 (+ 8), channel 8j + 2 · (lane % 4) (+ 1) of the
+      // warpgroup's 64; x of that token and channel from the swizzled stage (chunk c of row r at c ^ (r % 8)).
+      const int warp = (thread / 32) % 4, lane = thread % 32;
+      const int in_block = (col_group * kWarpgroups + group) * kPanel;
+      const unsigned char* stage_bytes_base = stages + stage * stage_bytes(W);
+      for (int j = 0; j < 8; ++j) {
+        for (int e = 0; e < 4; ++e) {
+          const int row = 16 * warp + lane / 4 + 8 * (e / 2);
+          const int k = in_block + 8 * j + 2 * (lane % 4) + e % 2;
+          const int chunk = ((k % 64) / 8) ^ (row % 8);
+          const E xv = *reinterpret_cast<const E*>(stage_bytes_base + (k / 64) * kTileTokens * 128 + row * 128 +
+                                                   chunk * 16 + (k % 8) * 2);
+          const hawk::rglru::TokenGates g = hawk::rglru::token_gates(
+              __bfloat162float(xv), gx[4 * j + e] + 0.01f * j, ga[4 * j + e] - 0.02f * e, -8.0f, false);
+          checksum += g.a_bar * g.u;
+        }
+      }
+    } else {
+      for (int e = 0; e < 32; ++e) checksum += gx[e] * ga[e];
+    }
     __syncthreads();  // every warpgroup is done with this stage before thread 0 refills it (next iteration + 1)
   }
   work.checksums[static_cast<long>(item) * kThreads + thread] = checksum;
@@ -136,7 +160,7 @@ void check(const hawk::Status& status) {
   }
 }
 
-template <int W>
+template <int W, bool kGates>
 double run(const Shape& s, int segments, std::string& json) {
   const int blocks = s.blocks;
   const std::size_t x_elements = static_cast<std::size_t>(s.tokens) * s.width;
@@ -159,7 +183,7 @@ double run(const Shape& s, int segments, std::string& json) {
   Work work{s.tokens, s.width, W, W / (kPanel * kWarpgroups), segments, nullptr};
   const int grid = blocks * work.col_groups * segments;
   PROBE_CUDA(cudaMalloc(&work.checksums, static_cast<std::size_t>(grid) * kThreads * sizeof(float)));
-  const auto kernel = projection_kernel<W>;
+  const auto kernel = projection_kernel<W, kGates>;
   PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes(W)));
   cudaEvent_t start, stop;
   PROBE_CUDA(cudaEventCreate(&start));
@@ -180,12 +204,14 @@ double run(const Shape& s, int segments, std::string& json) {
   const double flops = 2.0 * 2.0 * static_cast<double>(s.tokens) * s.width * W;
   const double tflops = flops / (median * 1e6);
   const double x_gbps = static_cast<double>(x_elements) * 2 / (median * 1e3);
-  std::printf("%-22s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, segments, grid,
-              median, tflops, x_gbps);
-  char row[256];
+  const char* what = kGates ? "projection + gates" : "projection";
+  std::printf("%-22s %-19s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, what,
+              segments, grid, median, tflops, x_gbps);
+  char row[320];
   std::snprintf(row, sizeof(row),
-                "%s{\"shape\": \"%s\", \"segments\": %d, \"grid\": %d, \"us\": %.2f, \"tflops\": %.1f, \"x_once_gbps\": %.1f}",
-                json.empty() ? "" : ", ", s.name, segments, grid, median, tflops, x_gbps);
+                "%s{\"shape\": \"%s\", \"work\": \"%s\", \"segments\": %d, \"grid\": %d, \"us\": %.2f, "
+                "\"tflops\": %.1f, \"x_once_gbps\": %.1f}",
+                json.empty() ? "" : ", ", s.name, what, segments, grid, median, tflops, x_gbps);
   json += row;
   PROBE_CUDA(cudaFree(x));
   PROBE_CUDA(cudaFree(wx));
@@ -206,9 +232,12 @@ int main(int argc, char** argv) {
   const Shape long_8k{"(1, 8192, 2560, 10)", 8192, 2560, 10};
   const Shape long_64k{"(1, 65536, 2560, 10)", 65536, 2560, 10};
   const Shape seed{"(4, 2048, 2048, 16)", 4 * 2048, 2048, 16};
-  for (int segments : {4, 7, 13, 26}) run<256>(long_8k, segments, rows);
-  for (int segments : {7, 13, 26, 52}) run<256>(long_64k, segments, rows);
-  for (int segments : {4, 8, 16, 32}) run<128>(seed, segments, rows);
+  for (int segments : {4, 13, 26}) run<256, false>(long_8k, segments, rows);
+  for (int segments : {13, 26, 52}) run<256, false>(long_64k, segments, rows);
+  for (int segments : {8, 16, 32}) run<128, false>(seed, segments, rows);
+  for (int segments : {4, 13, 26}) run<256, true>(long_8k, segments, rows);
+  for (int segments : {13, 26, 52}) run<256, true>(long_64k, segments, rows);
+  for (int segments : {8, 16, 32}) run<128, true>(seed, segments, rows);
   if (argc > 1) {
     if (FILE* f = std::fopen(argv[1], "w")) {
       std::fprintf(f, "{\"probe\": \"tma_wgmma_projection\", \"rows\": [%s]}\n", rows.c_str());
