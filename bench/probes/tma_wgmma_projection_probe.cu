@@ -4,9 +4,10 @@
 // integer arithmetic and 5% on HMMA. This probe times only the projection gx | ga = x · (Wx | Wa) of one long
 // sequence, the weights of a CTA's 128 output channels resident in shared memory, x streamed in tiles of 64 tokens
 // through two stages, two warpgroups each owning 64 channels, the accumulators folded into a checksum (no chain,
-// no y). Twice: the projection alone, and with each token's gate math (hawk's token_gates on the accumulators and
-// the token's x from the staged tile, as the fused gates of the real kernels compute it) before the fold. The
-// times are floors for phase 1: what the chain, the gate tile's stores and y must fit beside. (The products are
+// no y). Three ways: the projection alone; with each token's gate math (hawk's token_gates on the accumulators and
+// the token's x from the staged tile, as the fused gates of the real kernels compute it) after the products, in
+// the same warps; and with the gate math of one tile while the (asynchronous) products of the next run, three x
+// stages. The times are floors for phase 1: what the chain, the gate tile's stores and y must fit beside. (The products are
 // not checked here: tests/gpu/core/wgmma_test.cu proves the same instructions on the same layouts.)
 //
 // Shapes: (1, 8192, 2560, 10) and (1, 65536, 2560, 10) at w = 256, and (4, 2048, 2048, 16) at w = 128 (tokens of
@@ -46,7 +47,6 @@ struct Shape {
 //! then two x stages of [64 tokens][w] as w / 64 swizzled panels.
 constexpr int weight_panel_bytes(int w) { return w * kPanel * 2; }
 constexpr int stage_bytes(int w) { return kTileTokens * w * 2; }
-constexpr int shared_bytes(int w) { return 2 * kWarpgroups * weight_panel_bytes(w) + 2 * stage_bytes(w); }
 
 struct Work {
   int tokens;         // T
@@ -57,55 +57,69 @@ struct Work {
   float* checksums;   // [grid · kThreads]
 };
 
-template <int W, bool kGates>
+//! What a CTA does with each tile: the products alone; the gates after the products (the same warps, in turn);
+//! the gates of tile i while the products of tile i + 1 run (wgmma is asynchronous: issued, then waited for one
+//! group behind), with three x stages.
+enum class Mode { kProjection, kGatesAfter, kGatesOverlapped };
+
+constexpr int stages_of(Mode mode) { return mode == Mode::kGatesOverlapped ? 3 : 2; }
+constexpr int shared_bytes(int w, Mode mode) {
+  return 2 * kWarpgroups * weight_panel_bytes(w) + stages_of(mode) * stage_bytes(w);
+}
+
+template <int W, Mode kMode>
 __global__ void __launch_bounds__(kThreads, 1)
     projection_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap wx_map,
                       const __grid_constant__ CUtensorMap wa_map, const Work work) {
+  constexpr int kStages = stages_of(kMode);
   extern __shared__ __align__(1024) unsigned char shared[];
-  __shared__ std::uint64_t full[3];  // 0, 1: x stages; 2: the weights
+  __shared__ std::uint64_t full[kStages + 1];  // the x stages, then the weights
   const int thread = threadIdx.x, group = thread / 128;
+  const int warp = (thread / 32) % 4, lane = thread % 32;
   const int item = blockIdx.x;
   const int segment = item % work.segments;
   const int col_group = (item / work.segments) % work.col_groups;
   const int block = item / (work.segments * work.col_groups);
   const int tiles = work.tokens / kTileTokens;
   const int first_tile = static_cast<int>(static_cast<long>(tiles) * segment / work.segments);
-  const int end_tile = static_cast<int>(static_cast<long>(tiles) * (segment + 1) / work.segments);
+  const int count = static_cast<int>(static_cast<long>(tiles) * (segment + 1) / work.segments) - first_tile;
   constexpr int kPanelsK = W / 64;
   unsigned char* const weights = shared;  // [Wx panel g][Wa panel g] for g in groups
   unsigned char* const stages = shared + 2 * kWarpgroups * weight_panel_bytes(W);
+  std::uint64_t* const weights_ready = &full[kStages];
 
-  auto load_tile = [&](int tile, int stage) {
-    hawk::expect_transaction_bytes(&full[stage], stage_bytes(W));
+  // Tile i of the CTA (token tile first_tile + i) lives in stage i % kStages, that stage's use i / kStages.
+  auto stage_of = [&](int i) { return stages + (i % kStages) * stage_bytes(W); };
+  auto load_tile = [&](int i) {
+    std::uint64_t* bar = &full[i % kStages];
+    hawk::expect_transaction_bytes(bar, stage_bytes(W));
     for (int p = 0; p < kPanelsK; ++p)
-      hawk::tensor_tile_to_shared(stages + stage * stage_bytes(W) + p * kTileTokens * 128, &x_map,
-                                  tile * kTileTokens, block * W + p * 64, &full[stage]);
+      hawk::tensor_tile_to_shared(stage_of(i) + p * kTileTokens * 128, &x_map, (first_tile + i) * kTileTokens,
+                                  block * W + p * 64, bar);
   };
+  auto wait_tile = [&](int i) { hawk::wait_transaction_barrier(&full[i % kStages], (i / kStages) & 1); };
   if (thread == 0) {
-    for (int i = 0; i < 3; ++i) hawk::init_transaction_barrier(&full[i], 1);
+    for (int i = 0; i <= kStages; ++i) hawk::init_transaction_barrier(&full[i], 1);
     hawk::fence_transaction_barrier_init();
   }
   __syncthreads();
   if (thread == 0) {
-    hawk::expect_transaction_bytes(&full[2], 2 * kWarpgroups * weight_panel_bytes(W));
+    hawk::expect_transaction_bytes(weights_ready, 2 * kWarpgroups * weight_panel_bytes(W));
     for (int g = 0; g < kWarpgroups; ++g) {
       const int col = (col_group * kWarpgroups + g) * kPanel;
-      hawk::tensor_tile_to_shared(weights + (2 * g) * weight_panel_bytes(W), &wx_map, block * W, col, &full[2]);
-      hawk::tensor_tile_to_shared(weights + (2 * g + 1) * weight_panel_bytes(W), &wa_map, block * W, col, &full[2]);
+      hawk::tensor_tile_to_shared(weights + (2 * g) * weight_panel_bytes(W), &wx_map, block * W, col, weights_ready);
+      hawk::tensor_tile_to_shared(weights + (2 * g + 1) * weight_panel_bytes(W), &wa_map, block * W, col,
+                                  weights_ready);
     }
-    if (first_tile < end_tile) load_tile(first_tile, 0);
+    for (int i = 0; i < kStages && i < count; ++i) load_tile(i);
   }
-  hawk::wait_transaction_barrier(&full[2], 0);
+  hawk::wait_transaction_barrier(weights_ready, 0);
   const E* wx = reinterpret_cast<const E*>(weights + (2 * group) * weight_panel_bytes(W));
   const E* wa = reinterpret_cast<const E*>(weights + (2 * group + 1) * weight_panel_bytes(W));
 
-  float checksum = 0.0f;
-  for (int tile = first_tile, i = 0; tile < end_tile; ++tile, ++i) {
-    const int stage = i & 1;
-    if (thread == 0 && tile + 1 < end_tile) load_tile(tile + 1, stage ^ 1);
-    hawk::wait_transaction_barrier(&full[stage], (i >> 1) & 1);
-    const E* x = reinterpret_cast<const E*>(stages + stage * stage_bytes(W));
-    float gx[32], ga[32];
+  // gx, ga of tile i (issued, committed as one group; not waited for).
+  auto issue_products = [&](int i, float (&gx)[32], float (&ga)[32]) {
+    const E* x = reinterpret_cast<const E*>(stage_of(i));
     for (int e = 0; e < 32; ++e) gx[e] = ga[e] = 0.0f;
     hawk::wgmma_fence();
     for (int k0 = 0; k0 < W; k0 += 16) {
@@ -116,29 +130,67 @@ __global__ void __launch_bounds__(kThreads, 1)
           ga, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wa, k0), weight_panel_bytes(W)));
     }
     hawk::wgmma_commit();
-    hawk::wgmma_wait<0>();
-    if constexpr (kGates) {
-      // Element e of n8 block j: token row 16 · warp + lane / 4 (+ 8), channel 8j + 2 · (lane % 4) (+ 1) of the
-      // warpgroup's 64; x of that token and channel from the swizzled stage (chunk c of row r at c ^ (r % 8)).
-      const int warp = (thread / 32) % 4, lane = thread % 32;
+  };
+  float checksum = 0.0f;
+  // Element e of n8 block j: token row 16 · warp + lane / 4 (+ 8), channel 8j + 2 · (lane % 4) (+ 1) of the
+  // warpgroup's 64; x of that token and channel from the swizzled stage (chunk c of row r at c ^ (r % 8)).
+  auto fold = [&](int i, const float (&gx)[32], const float (&ga)[32]) {
+    if constexpr (kMode == Mode::kProjection) {
+      for (int e = 0; e < 32; ++e) checksum += gx[e] * ga[e];
+    } else {
       const int in_block = (col_group * kWarpgroups + group) * kPanel;
-      const unsigned char* stage_bytes_base = stages + stage * stage_bytes(W);
+      const unsigned char* base = stage_of(i);
       for (int j = 0; j < 8; ++j) {
         for (int e = 0; e < 4; ++e) {
           const int row = 16 * warp + lane / 4 + 8 * (e / 2);
           const int k = in_block + 8 * j + 2 * (lane % 4) + e % 2;
           const int chunk = ((k % 64) / 8) ^ (row % 8);
-          const E xv = *reinterpret_cast<const E*>(stage_bytes_base + (k / 64) * kTileTokens * 128 + row * 128 +
-                                                   chunk * 16 + (k % 8) * 2);
+          const E xv =
+              *reinterpret_cast<const E*>(base + (k / 64) * kTileTokens * 128 + row * 128 + chunk * 16 + (k % 8) * 2);
           const hawk::rglru::TokenGates g = hawk::rglru::token_gates(
               __bfloat162float(xv), gx[4 * j + e] + 0.01f * j, ga[4 * j + e] - 0.02f * e, -8.0f, false);
           checksum += g.a_bar * g.u;
         }
       }
-    } else {
-      for (int e = 0; e < 32; ++e) checksum += gx[e] * ga[e];
     }
-    __syncthreads();  // every warpgroup is done with this stage before thread 0 refills it (next iteration + 1)
+  };
+  // After tile i's fold: every warpgroup is done with its stage, which thread 0 refills with tile i + kStages.
+  auto release = [&](int i) {
+    __syncthreads();
+    if (thread == 0 && i + kStages < count) load_tile(i + kStages);
+  };
+
+  if constexpr (kMode != Mode::kGatesOverlapped) {
+    for (int i = 0; i < count; ++i) {
+      float gx[32], ga[32];
+      wait_tile(i);
+      issue_products(i, gx, ga);
+      hawk::wgmma_wait<0>();
+      fold(i, gx, ga);
+      release(i);
+    }
+  } else {
+    // Two accumulator sets, used in turn (unrolled by two so that the register arrays stay static).
+    float gx0[32], ga0[32], gx1[32], ga1[32];
+    auto step = [&](int i, float (&gx)[32], float (&ga)[32], float (&gx_next)[32], float (&ga_next)[32]) {
+      if (i + 1 < count) {
+        wait_tile(i + 1);
+        issue_products(i + 1, gx_next, ga_next);
+        hawk::wgmma_wait<1>();  // tile i's group is done; tile i + 1's runs on
+      } else {
+        hawk::wgmma_wait<0>();
+      }
+      fold(i, gx, ga);
+      release(i);
+    };
+    if (count > 0) {
+      wait_tile(0);
+      issue_products(0, gx0, ga0);
+    }
+    for (int i = 0; i < count; i += 2) {
+      step(i, gx0, ga0, gx1, ga1);
+      if (i + 1 < count) step(i + 1, gx1, ga1, gx0, ga0);
+    }
   }
   work.checksums[static_cast<long>(item) * kThreads + thread] = checksum;
 }
@@ -160,7 +212,7 @@ void check(const hawk::Status& status) {
   }
 }
 
-template <int W, bool kGates>
+template <int W, Mode kMode>
 double run(const Shape& s, int segments, std::string& json) {
   const int blocks = s.blocks;
   const std::size_t x_elements = static_cast<std::size_t>(s.tokens) * s.width;
@@ -183,15 +235,15 @@ double run(const Shape& s, int segments, std::string& json) {
   Work work{s.tokens, s.width, W, W / (kPanel * kWarpgroups), segments, nullptr};
   const int grid = blocks * work.col_groups * segments;
   PROBE_CUDA(cudaMalloc(&work.checksums, static_cast<std::size_t>(grid) * kThreads * sizeof(float)));
-  const auto kernel = projection_kernel<W, kGates>;
-  PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes(W)));
+  const auto kernel = projection_kernel<W, kMode>;
+  PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes(W, kMode)));
   cudaEvent_t start, stop;
   PROBE_CUDA(cudaEventCreate(&start));
   PROBE_CUDA(cudaEventCreate(&stop));
   std::vector<double> us;
   for (int r = 0; r < 24; ++r) {
     PROBE_CUDA(cudaEventRecord(start));
-    kernel<<<grid, kThreads, shared_bytes(W)>>>(x_map, wx_map, wa_map, work);
+    kernel<<<grid, kThreads, shared_bytes(W, kMode)>>>(x_map, wx_map, wa_map, work);
     PROBE_CUDA(cudaEventRecord(stop));
     PROBE_CUDA(cudaEventSynchronize(stop));
     PROBE_CUDA(cudaGetLastError());
@@ -204,8 +256,10 @@ double run(const Shape& s, int segments, std::string& json) {
   const double flops = 2.0 * 2.0 * static_cast<double>(s.tokens) * s.width * W;
   const double tflops = flops / (median * 1e6);
   const double x_gbps = static_cast<double>(x_elements) * 2 / (median * 1e3);
-  const char* what = kGates ? "projection + gates" : "projection";
-  std::printf("%-22s %-19s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, what,
+  const char* what = kMode == Mode::kProjection  ? "projection"
+                     : kMode == Mode::kGatesAfter ? "projection, then gates"
+                                                  : "gates beside products";
+  std::printf("%-22s %-22s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, what,
               segments, grid, median, tflops, x_gbps);
   char row[320];
   std::snprintf(row, sizeof(row),
@@ -232,12 +286,23 @@ int main(int argc, char** argv) {
   const Shape long_8k{"(1, 8192, 2560, 10)", 8192, 2560, 10};
   const Shape long_64k{"(1, 65536, 2560, 10)", 65536, 2560, 10};
   const Shape seed{"(4, 2048, 2048, 16)", 4 * 2048, 2048, 16};
-  for (int segments : {4, 13, 26}) run<256, false>(long_8k, segments, rows);
-  for (int segments : {13, 26, 52}) run<256, false>(long_64k, segments, rows);
-  for (int segments : {8, 16, 32}) run<128, false>(seed, segments, rows);
-  for (int segments : {4, 13, 26}) run<256, true>(long_8k, segments, rows);
-  for (int segments : {13, 26, 52}) run<256, true>(long_64k, segments, rows);
-  for (int segments : {8, 16, 32}) run<128, true>(seed, segments, rows);
+  for (Mode mode : {Mode::kProjection, Mode::kGatesAfter, Mode::kGatesOverlapped}) {
+    for (int segments : {4, 13, 26}) {
+      if (mode == Mode::kProjection) run<256, Mode::kProjection>(long_8k, segments, rows);
+      if (mode == Mode::kGatesAfter) run<256, Mode::kGatesAfter>(long_8k, segments, rows);
+      if (mode == Mode::kGatesOverlapped) run<256, Mode::kGatesOverlapped>(long_8k, segments, rows);
+    }
+    for (int segments : {13, 26, 52}) {
+      if (mode == Mode::kProjection) run<256, Mode::kProjection>(long_64k, segments, rows);
+      if (mode == Mode::kGatesAfter) run<256, Mode::kGatesAfter>(long_64k, segments, rows);
+      if (mode == Mode::kGatesOverlapped) run<256, Mode::kGatesOverlapped>(long_64k, segments, rows);
+    }
+    for (int segments : {8, 16, 32}) {
+      if (mode == Mode::kProjection) run<128, Mode::kProjection>(seed, segments, rows);
+      if (mode == Mode::kGatesAfter) run<128, Mode::kGatesAfter>(seed, segments, rows);
+      if (mode == Mode::kGatesOverlapped) run<128, Mode::kGatesOverlapped>(seed, segments, rows);
+    }
+  }
   if (argc > 1) {
     if (FILE* f = std::fopen(argv[1], "w")) {
       std::fprintf(f, "{\"probe\": \"tma_wgmma_projection\", \"rows\": [%s]}\n", rows.c_str());
