@@ -6,8 +6,10 @@
 // through two stages, two warpgroups each owning 64 channels, the accumulators folded into a checksum (no chain,
 // no y). Three ways: the projection alone; with each token's gate math (hawk's token_gates on the accumulators and
 // the token's x from the staged tile, as the fused gates of the real kernels compute it) after the products, in
-// the same warps; and with the gate math of one tile while the (asynchronous) products of the next run, three x
-// stages. The times are floors for phase 1: what the chain, the gate tile's stores and y must fit beside. (The products are
+// the same warps; with the gate math of one tile while the (asynchronous) products of the next run, three x
+// stages; and warp-specialised: per CTA one warpgroup's products for 64 channels, handed over shared memory to two
+// warpgroups that compute the gates. The times are floors for phase 1: what the chain, the gate tile's stores and
+// y must fit beside. (The products are
 // not checked here: tests/gpu/core/wgmma_test.cu proves the same instructions on the same layouts.)
 //
 // Shapes: (1, 8192, 2560, 10) and (1, 65536, 2560, 10) at w = 256, and (4, 2048, 2048, 16) at w = 128 (tokens of
@@ -59,8 +61,9 @@ struct Work {
 
 //! What a CTA does with each tile: the products alone; the gates after the products (the same warps, in turn);
 //! the gates of tile i while the products of tile i + 1 run (wgmma is asynchronous: issued, then waited for one
-//! group behind), with three x stages.
-enum class Mode { kProjection, kGatesAfter, kGatesOverlapped };
+//! group behind), with three x stages; or (kSpecialized, specialized_kernel) one warpgroup for the products of
+//! 64 channels handing gx | ga over shared memory to two warpgroups that compute the gates.
+enum class Mode { kProjection, kGatesAfter, kGatesOverlapped, kSpecialized };
 
 constexpr int stages_of(Mode mode) { return mode == Mode::kGatesOverlapped ? 3 : 2; }
 constexpr int shared_bytes(int w, Mode mode) {
@@ -195,6 +198,132 @@ __global__ void __launch_bounds__(kThreads, 1)
   work.checksums[static_cast<long>(item) * kThreads + thread] = checksum;
 }
 
+// ---- kSpecialized: a products warpgroup and two gates warpgroups per CTA (64 channels) -------------------------
+
+constexpr int kGateGroups = 2;
+constexpr int kSpecializedThreads = 128 * (1 + kGateGroups);
+constexpr int kHandoffStride = kPanel + 4;  // float2 per token row, padded against bank conflicts
+constexpr int kHandoffBytes = kTileTokens * kHandoffStride * 8;
+constexpr int specialized_shared_bytes(int w) { return 2 * weight_panel_bytes(w) + 2 * stage_bytes(w) + 2 * kHandoffBytes; }
+
+//! A plain arrival on a shared-memory barrier (no transaction bytes).
+__device__ __forceinline__ void arrive(std::uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
+                   static_cast<std::uint32_t>(__cvta_generic_to_shared(barrier)))
+               : "memory");
+}
+
+template <int W>
+__global__ void __launch_bounds__(kSpecializedThreads, 1)
+    specialized_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap wx_map,
+                       const __grid_constant__ CUtensorMap wa_map, const Work work) {
+  extern __shared__ __align__(1024) unsigned char shared[];
+  // x_full[2], x_empty[2] (every thread of the CTA arrives), hand_full[2] (the products' 128), hand_empty[2]
+  // (the gates' 256), weights
+  __shared__ std::uint64_t bars[9];
+  std::uint64_t* const x_full = bars;
+  std::uint64_t* const x_empty = bars + 2;
+  std::uint64_t* const hand_full = bars + 4;
+  std::uint64_t* const hand_empty = bars + 6;
+  std::uint64_t* const weights_ready = bars + 8;
+  const int thread = threadIdx.x, group = thread / 128, in_group = thread % 128;
+  const int item = blockIdx.x;
+  const int segment = item % work.segments;
+  const int col_group = (item / work.segments) % work.col_groups;
+  const int block = item / (work.segments * work.col_groups);
+  const int tiles = work.tokens / kTileTokens;
+  const int first_tile = static_cast<int>(static_cast<long>(tiles) * segment / work.segments);
+  const int count = static_cast<int>(static_cast<long>(tiles) * (segment + 1) / work.segments) - first_tile;
+  constexpr int kPanelsK = W / 64;
+  unsigned char* const weights = shared;
+  unsigned char* const stages = shared + 2 * weight_panel_bytes(W);
+  float2* const handoff = reinterpret_cast<float2*>(stages + 2 * stage_bytes(W));
+  auto stage_of = [&](int i) { return stages + (i % 2) * stage_bytes(W); };
+  auto load_tile = [&](int i) {
+    hawk::expect_transaction_bytes(&x_full[i % 2], stage_bytes(W));
+    for (int p = 0; p < kPanelsK; ++p)
+      hawk::tensor_tile_to_shared(stage_of(i) + p * kTileTokens * 128, &x_map, (first_tile + i) * kTileTokens,
+                                  block * W + p * 64, &x_full[i % 2]);
+  };
+  if (thread == 0) {
+    for (int i = 0; i < 2; ++i) {
+      hawk::init_transaction_barrier(&x_full[i], 1);
+      hawk::init_transaction_barrier(&x_empty[i], kSpecializedThreads);
+      hawk::init_transaction_barrier(&hand_full[i], 128);
+      hawk::init_transaction_barrier(&hand_empty[i], 128 * kGateGroups);
+    }
+    hawk::init_transaction_barrier(weights_ready, 1);
+    hawk::fence_transaction_barrier_init();
+  }
+  __syncthreads();
+  const int col = col_group * kPanel;
+  if (thread == 0) {
+    hawk::expect_transaction_bytes(weights_ready, 2 * weight_panel_bytes(W));
+    hawk::tensor_tile_to_shared(weights, &wx_map, block * W, col, weights_ready);
+    hawk::tensor_tile_to_shared(weights + weight_panel_bytes(W), &wa_map, block * W, col, weights_ready);
+    for (int i = 0; i < 2 && i < count; ++i) load_tile(i);
+  }
+  float checksum = 0.0f;
+  if (group == 0) {  // the products
+    hawk::wait_transaction_barrier(weights_ready, 0);
+    const E* wx = reinterpret_cast<const E*>(weights);
+    const E* wa = reinterpret_cast<const E*>(weights + weight_panel_bytes(W));
+    const int warp = in_group / 32, lane = in_group % 32;
+    for (int i = 0; i < count; ++i) {
+      hawk::wait_transaction_barrier(&x_full[i % 2], (i / 2) & 1);
+      const E* x = reinterpret_cast<const E*>(stage_of(i));
+      float gx[32], ga[32];
+      for (int e = 0; e < 32; ++e) gx[e] = ga[e] = 0.0f;
+      hawk::wgmma_fence();
+      for (int k0 = 0; k0 < W; k0 += 16) {
+        const std::uint64_t a = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(x, kTileTokens, k0), 0);
+        hawk::wgmma_m64n64k16<E, hawk::WgmmaMajor::kMN>(
+            gx, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wx, k0), weight_panel_bytes(W)));
+        hawk::wgmma_m64n64k16<E, hawk::WgmmaMajor::kMN>(
+            ga, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wa, k0), weight_panel_bytes(W)));
+      }
+      hawk::wgmma_commit();
+      hawk::wgmma_wait<0>();
+      if (i >= 2) hawk::wait_transaction_barrier(&hand_empty[i % 2], ((i - 2) / 2) & 1);
+      float2* out = handoff + (i % 2) * kTileTokens * kHandoffStride;
+      for (int j = 0; j < 8; ++j)
+        for (int e = 0; e < 4; ++e) {
+          const int row = 16 * warp + lane / 4 + 8 * (e / 2), c = 8 * j + 2 * (lane % 4) + e % 2;
+          out[row * kHandoffStride + c] = make_float2(gx[4 * j + e], ga[4 * j + e]);
+        }
+      arrive(&hand_full[i % 2]);
+      arrive(&x_empty[i % 2]);
+    }
+  } else {  // the gates: each thread 16 of a tile's 64 x 64 (token, channel) pairs
+    const int gate_thread = thread - 128;
+    for (int i = 0; i < count; ++i) {
+      hawk::wait_transaction_barrier(&hand_full[i % 2], (i / 2) & 1);
+      const float2* in = handoff + (i % 2) * kTileTokens * kHandoffStride;
+      const unsigned char* base = stage_of(i);
+      for (int n = gate_thread; n < kTileTokens * kPanel; n += 128 * kGateGroups) {
+        const int row = n / kPanel, c = n % kPanel;
+        const int k = col + c;
+        const int chunk = ((k % 64) / 8) ^ (row % 8);
+        const E xv =
+            *reinterpret_cast<const E*>(base + (k / 64) * kTileTokens * 128 + row * 128 + chunk * 16 + (k % 8) * 2);
+        const float2 pre = in[row * kHandoffStride + c];
+        const hawk::rglru::TokenGates g = hawk::rglru::token_gates(__bfloat162float(xv), pre.x + 0.01f * (c % 8),
+                                                                   pre.y - 0.02f * (row % 4), -8.0f, false);
+        checksum += g.a_bar * g.u;
+      }
+      arrive(&hand_empty[i % 2]);
+      arrive(&x_empty[i % 2]);
+      // Tile i's stage takes tile i + 2 once every thread is done with it. A gates thread waits and issues: the
+      // products warpgroup must stay converged for its wgmma (.sync.aligned).
+      if (gate_thread == 0 && i + 2 < count) {
+        hawk::wait_transaction_barrier(&x_empty[i % 2], (i / 2) & 1);
+        load_tile(i + 2);
+      }
+    }
+  }
+  work.checksums[static_cast<long>(item) * kSpecializedThreads + thread] = checksum;
+}
+
 __global__ void fill_kernel(E* data, std::size_t n, std::uint32_t seed) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
     std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
@@ -232,18 +361,22 @@ double run(const Shape& s, int segments, std::string& json) {
                                  W, 64, hawk::TensorMapSwizzle::k128B));
   check(hawk::make_tensor_map_2d(wa_map, wa, hawk::DType::kBFloat16, static_cast<std::int64_t>(blocks) * W, W, W * 2,
                                  W, 64, hawk::TensorMapSwizzle::k128B));
-  Work work{s.tokens, s.width, W, W / (kPanel * kWarpgroups), segments, nullptr};
+  constexpr bool kSpecial = kMode == Mode::kSpecialized;
+  const int channels_per_cta = kSpecial ? kPanel : kPanel * kWarpgroups;
+  Work work{s.tokens, s.width, W, W / channels_per_cta, segments, nullptr};
   const int grid = blocks * work.col_groups * segments;
-  PROBE_CUDA(cudaMalloc(&work.checksums, static_cast<std::size_t>(grid) * kThreads * sizeof(float)));
-  const auto kernel = projection_kernel<W, kMode>;
-  PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes(W, kMode)));
+  const int threads = kSpecial ? kSpecializedThreads : kThreads;
+  const int bytes = kSpecial ? specialized_shared_bytes(W) : shared_bytes(W, kMode);
+  PROBE_CUDA(cudaMalloc(&work.checksums, static_cast<std::size_t>(grid) * threads * sizeof(float)));
+  const auto kernel = kSpecial ? specialized_kernel<W> : projection_kernel<W, kSpecial ? Mode::kProjection : kMode>;
+  PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   cudaEvent_t start, stop;
   PROBE_CUDA(cudaEventCreate(&start));
   PROBE_CUDA(cudaEventCreate(&stop));
   std::vector<double> us;
   for (int r = 0; r < 24; ++r) {
     PROBE_CUDA(cudaEventRecord(start));
-    kernel<<<grid, kThreads, shared_bytes(W, kMode)>>>(x_map, wx_map, wa_map, work);
+    kernel<<<grid, threads, bytes>>>(x_map, wx_map, wa_map, work);
     PROBE_CUDA(cudaEventRecord(stop));
     PROBE_CUDA(cudaEventSynchronize(stop));
     PROBE_CUDA(cudaGetLastError());
@@ -256,9 +389,10 @@ double run(const Shape& s, int segments, std::string& json) {
   const double flops = 2.0 * 2.0 * static_cast<double>(s.tokens) * s.width * W;
   const double tflops = flops / (median * 1e6);
   const double x_gbps = static_cast<double>(x_elements) * 2 / (median * 1e3);
-  const char* what = kMode == Mode::kProjection  ? "projection"
-                     : kMode == Mode::kGatesAfter ? "projection, then gates"
-                                                  : "gates beside products";
+  const char* what = kMode == Mode::kProjection       ? "projection"
+                     : kMode == Mode::kGatesAfter      ? "projection, then gates"
+                     : kMode == Mode::kGatesOverlapped ? "gates beside products"
+                                                       : "gates in own warps";
   std::printf("%-22s %-22s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, what,
               segments, grid, median, tflops, x_gbps);
   char row[320];
@@ -303,6 +437,9 @@ int main(int argc, char** argv) {
       if (mode == Mode::kGatesOverlapped) run<128, Mode::kGatesOverlapped>(seed, segments, rows);
     }
   }
+  for (int segments : {3, 6, 13}) run<256, Mode::kSpecialized>(long_8k, segments, rows);
+  for (int segments : {6, 13, 26}) run<256, Mode::kSpecialized>(long_64k, segments, rows);
+  for (int segments : {4, 8, 16}) run<128, Mode::kSpecialized>(seed, segments, rows);
   if (argc > 1) {
     if (FILE* f = std::fopen(argv[1], "w")) {
       std::fprintf(f, "{\"probe\": \"tma_wgmma_projection\", \"rows\": [%s]}\n", rows.c_str());
