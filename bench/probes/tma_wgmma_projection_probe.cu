@@ -8,8 +8,9 @@
 // the token's x from the staged tile, as the fused gates of the real kernels compute it) after the products, in
 // the same warps; with the gate math of one tile while the (asynchronous) products of the next run, three x
 // stages; and warp-specialised: per CTA one warpgroup's products for 64 channels, handed over shared memory to two
-// warpgroups that compute the gates. The times are floors for phase 1: what the chain, the gate tile's stores and
-// y must fit beside. (The products are
+// warpgroups that compute the gates; and ping-pong: the two warpgroups of the second pass half a tile apart (one's
+// gates while the other's products run) with a producer warp for the copies. The times are floors for phase 1:
+// what the chain, the gate tile's stores and y must fit beside. (The products are
 // not checked here: tests/gpu/core/wgmma_test.cu proves the same instructions on the same layouts.)
 //
 // Shapes: (1, 8192, 2560, 10) and (1, 65536, 2560, 10) at w = 256, and (4, 2048, 2048, 16) at w = 128 (tokens of
@@ -62,8 +63,10 @@ struct Work {
 //! What a CTA does with each tile: the products alone; the gates after the products (the same warps, in turn);
 //! the gates of tile i while the products of tile i + 1 run (wgmma is asynchronous: issued, then waited for one
 //! group behind), with three x stages; or (kSpecialized, specialized_kernel) one warpgroup for the products of
-//! 64 channels handing gx | ga over shared memory to two warpgroups that compute the gates.
-enum class Mode { kProjection, kGatesAfter, kGatesOverlapped, kSpecialized };
+//! 64 channels handing gx | ga over shared memory to two warpgroups that compute the gates; or (kPingPong,
+//! ping_pong_kernel) the two warpgroups of projection_kernel half a tile apart, so that one's gates run while the
+//! other's products do, with a producer warp for the copies.
+enum class Mode { kProjection, kGatesAfter, kGatesOverlapped, kSpecialized, kPingPong };
 
 constexpr int stages_of(Mode mode) { return mode == Mode::kGatesOverlapped ? 3 : 2; }
 constexpr int shared_bytes(int w, Mode mode) {
@@ -324,6 +327,113 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   work.checksums[static_cast<long>(item) * kSpecializedThreads + thread] = checksum;
 }
 
+// ---- kPingPong: two warpgroups half a tile apart, a producer warp ----------------------------------------------
+
+constexpr int kPingPongThreads = 128 * kWarpgroups + 32;
+constexpr int kPingPongStages = 3;
+constexpr int ping_pong_shared_bytes(int w) {
+  return 2 * kWarpgroups * weight_panel_bytes(w) + kPingPongStages * stage_bytes(w);
+}
+
+template <int W>
+__global__ void __launch_bounds__(kPingPongThreads, 1)
+    ping_pong_kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap wx_map,
+                     const __grid_constant__ CUtensorMap wa_map, const Work work) {
+  constexpr int S = kPingPongStages;
+  extern __shared__ __align__(1024) unsigned char shared[];
+  // x_full[S] (the copies), x_empty[S] (both warpgroups' 256 threads), weights, and the one-time offset of
+  // warpgroup 1 (warpgroup 0's 128 threads arrive once its first products are done)
+  __shared__ std::uint64_t bars[2 * S + 2];
+  std::uint64_t* const x_full = bars;
+  std::uint64_t* const x_empty = bars + S;
+  std::uint64_t* const weights_ready = bars + 2 * S;
+  std::uint64_t* const offset = bars + 2 * S + 1;
+  const int thread = threadIdx.x, group = thread / 128;
+  const int item = blockIdx.x;
+  const int segment = item % work.segments;
+  const int col_group = (item / work.segments) % work.col_groups;
+  const int block = item / (work.segments * work.col_groups);
+  const int tiles = work.tokens / kTileTokens;
+  const int first_tile = static_cast<int>(static_cast<long>(tiles) * segment / work.segments);
+  const int count = static_cast<int>(static_cast<long>(tiles) * (segment + 1) / work.segments) - first_tile;
+  constexpr int kPanelsK = W / 64;
+  unsigned char* const weights = shared;
+  unsigned char* const stages = shared + 2 * kWarpgroups * weight_panel_bytes(W);
+  auto stage_of = [&](int i) { return stages + (i % S) * stage_bytes(W); };
+  if (thread == 0) {
+    for (int i = 0; i < S; ++i) {
+      hawk::init_transaction_barrier(&x_full[i], 1);
+      hawk::init_transaction_barrier(&x_empty[i], 128 * kWarpgroups);
+    }
+    hawk::init_transaction_barrier(weights_ready, 1);
+    hawk::init_transaction_barrier(offset, 128);
+    hawk::fence_transaction_barrier_init();
+  }
+  __syncthreads();
+  if (group == kWarpgroups) {  // the producer warp: one lane issues every copy
+    if (thread % 32 == 0) {
+      auto load_tile = [&](int i) {
+        hawk::expect_transaction_bytes(&x_full[i % S], stage_bytes(W));
+        for (int p = 0; p < kPanelsK; ++p)
+          hawk::tensor_tile_to_shared(stage_of(i) + p * kTileTokens * 128, &x_map, (first_tile + i) * kTileTokens,
+                                      block * W + p * 64, &x_full[i % S]);
+      };
+      hawk::expect_transaction_bytes(weights_ready, 2 * kWarpgroups * weight_panel_bytes(W));
+      for (int g = 0; g < kWarpgroups; ++g) {
+        const int col = (col_group * kWarpgroups + g) * kPanel;
+        hawk::tensor_tile_to_shared(weights + (2 * g) * weight_panel_bytes(W), &wx_map, block * W, col, weights_ready);
+        hawk::tensor_tile_to_shared(weights + (2 * g + 1) * weight_panel_bytes(W), &wa_map, block * W, col,
+                                    weights_ready);
+      }
+      for (int i = 0; i < S && i < count; ++i) load_tile(i);
+      for (int i = 0; i + S < count; ++i) {
+        hawk::wait_transaction_barrier(&x_empty[i % S], (i / S) & 1);
+        load_tile(i + S);
+      }
+    }
+    return;
+  }
+  hawk::wait_transaction_barrier(weights_ready, 0);
+  if (group == 1 && count > 0) hawk::wait_transaction_barrier(offset, 0);  // half a tile behind warpgroup 0
+  const E* wx = reinterpret_cast<const E*>(weights + (2 * group) * weight_panel_bytes(W));
+  const E* wa = reinterpret_cast<const E*>(weights + (2 * group + 1) * weight_panel_bytes(W));
+  const int warp = (thread / 32) % 4, lane = thread % 32;
+  const int in_block = (col_group * kWarpgroups + group) * kPanel;
+  float checksum = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    hawk::wait_transaction_barrier(&x_full[i % S], (i / S) & 1);
+    const E* x = reinterpret_cast<const E*>(stage_of(i));
+    float gx[32], ga[32];
+    for (int e = 0; e < 32; ++e) gx[e] = ga[e] = 0.0f;
+    hawk::wgmma_fence();
+    for (int k0 = 0; k0 < W; k0 += 16) {
+      const std::uint64_t a = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(x, kTileTokens, k0), 0);
+      hawk::wgmma_m64n64k16<E, hawk::WgmmaMajor::kMN>(
+          gx, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wx, k0), weight_panel_bytes(W)));
+      hawk::wgmma_m64n64k16<E, hawk::WgmmaMajor::kMN>(
+          ga, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wa, k0), weight_panel_bytes(W)));
+    }
+    hawk::wgmma_commit();
+    hawk::wgmma_wait<0>();
+    if (group == 0 && i == 0) arrive(offset);
+    const unsigned char* base = stage_of(i);
+    for (int j = 0; j < 8; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        const int row = 16 * warp + lane / 4 + 8 * (e / 2);
+        const int k = in_block + 8 * j + 2 * (lane % 4) + e % 2;
+        const int chunk = ((k % 64) / 8) ^ (row % 8);
+        const E xv =
+            *reinterpret_cast<const E*>(base + (k / 64) * kTileTokens * 128 + row * 128 + chunk * 16 + (k % 8) * 2);
+        const hawk::rglru::TokenGates g = hawk::rglru::token_gates(
+            __bfloat162float(xv), gx[4 * j + e] + 0.01f * j, ga[4 * j + e] - 0.02f * e, -8.0f, false);
+        checksum += g.a_bar * g.u;
+      }
+    }
+    arrive(&x_empty[i % S]);
+  }
+  work.checksums[static_cast<long>(item) * kPingPongThreads + thread] = checksum;
+}
+
 __global__ void fill_kernel(E* data, std::size_t n, std::uint32_t seed) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
     std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
@@ -361,14 +471,15 @@ double run(const Shape& s, int segments, std::string& json) {
                                  W, 64, hawk::TensorMapSwizzle::k128B));
   check(hawk::make_tensor_map_2d(wa_map, wa, hawk::DType::kBFloat16, static_cast<std::int64_t>(blocks) * W, W, W * 2,
                                  W, 64, hawk::TensorMapSwizzle::k128B));
-  constexpr bool kSpecial = kMode == Mode::kSpecialized;
+  constexpr bool kSpecial = kMode == Mode::kSpecialized, kPing = kMode == Mode::kPingPong;
   const int channels_per_cta = kSpecial ? kPanel : kPanel * kWarpgroups;
   Work work{s.tokens, s.width, W, W / channels_per_cta, segments, nullptr};
   const int grid = blocks * work.col_groups * segments;
-  const int threads = kSpecial ? kSpecializedThreads : kThreads;
-  const int bytes = kSpecial ? specialized_shared_bytes(W) : shared_bytes(W, kMode);
+  const int threads = kSpecial ? kSpecializedThreads : kPing ? kPingPongThreads : kThreads;
+  const int bytes = kSpecial ? specialized_shared_bytes(W) : kPing ? ping_pong_shared_bytes(W) : shared_bytes(W, kMode);
   PROBE_CUDA(cudaMalloc(&work.checksums, static_cast<std::size_t>(grid) * threads * sizeof(float)));
-  const auto kernel = kSpecial ? specialized_kernel<W> : projection_kernel<W, kSpecial ? Mode::kProjection : kMode>;
+  constexpr Mode kPlain = kSpecial || kPing ? Mode::kProjection : kMode;
+  const auto kernel = kSpecial ? specialized_kernel<W> : kPing ? ping_pong_kernel<W> : projection_kernel<W, kPlain>;
   PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   cudaEvent_t start, stop;
   PROBE_CUDA(cudaEventCreate(&start));
@@ -392,7 +503,8 @@ double run(const Shape& s, int segments, std::string& json) {
   const char* what = kMode == Mode::kProjection       ? "projection"
                      : kMode == Mode::kGatesAfter      ? "projection, then gates"
                      : kMode == Mode::kGatesOverlapped ? "gates beside products"
-                                                       : "gates in own warps";
+                     : kMode == Mode::kSpecialized     ? "gates in own warps"
+                                                       : "ping-pong warpgroups";
   std::printf("%-22s %-22s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, what,
               segments, grid, median, tflops, x_gbps);
   char row[320];
@@ -437,6 +549,9 @@ int main(int argc, char** argv) {
       if (mode == Mode::kGatesOverlapped) run<128, Mode::kGatesOverlapped>(seed, segments, rows);
     }
   }
+  for (int segments : {4, 13, 26}) run<256, Mode::kPingPong>(long_8k, segments, rows);
+  for (int segments : {13, 26, 52}) run<256, Mode::kPingPong>(long_64k, segments, rows);
+  for (int segments : {8, 16, 32}) run<128, Mode::kPingPong>(seed, segments, rows);
   for (int segments : {3, 6, 13}) run<256, Mode::kSpecialized>(long_8k, segments, rows);
   for (int segments : {6, 13, 26}) run<256, Mode::kSpecialized>(long_64k, segments, rows);
   for (int segments : {4, 8, 16}) run<128, Mode::kSpecialized>(seed, segments, rows);
