@@ -9,7 +9,8 @@
 // the same warps; with the gate math of one tile while the (asynchronous) products of the next run, three x
 // stages; and warp-specialised: per CTA one warpgroup's products for 64 channels, handed over shared memory to two
 // warpgroups that compute the gates; and ping-pong: the two warpgroups of the second pass half a tile apart (one's
-// gates while the other's products run) with a producer warp for the copies. The times are floors for phase 1:
+// gates while the other's products run) with a producer warp for the copies; and the second pass with gx | ga from
+// one m64n128k16 per k step (the two weight panels side by side). The times are floors for phase 1:
 // what the chain, the gate tile's stores and y must fit beside. (The products are
 // not checked here: tests/gpu/core/wgmma_test.cu proves the same instructions on the same layouts.)
 //
@@ -66,7 +67,8 @@ struct Work {
 //! 64 channels handing gx | ga over shared memory to two warpgroups that compute the gates; or (kPingPong,
 //! ping_pong_kernel) the two warpgroups of projection_kernel half a tile apart, so that one's gates run while the
 //! other's products do, with a producer warp for the copies.
-enum class Mode { kProjection, kGatesAfter, kGatesOverlapped, kSpecialized, kPingPong };
+//! kGatesAfterN128: as kGatesAfter with gx and ga from one m64n128k16 per k step over [Wx | Wa] side by side.
+enum class Mode { kProjection, kGatesAfter, kGatesOverlapped, kSpecialized, kPingPong, kGatesAfterN128 };
 
 constexpr int stages_of(Mode mode) { return mode == Mode::kGatesOverlapped ? 3 : 2; }
 constexpr int shared_bytes(int w, Mode mode) {
@@ -166,7 +168,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (thread == 0 && i + kStages < count) load_tile(i + kStages);
   };
 
-  if constexpr (kMode != Mode::kGatesOverlapped) {
+  if constexpr (kMode == Mode::kGatesAfterN128) {
+    for (int i = 0; i < count; ++i) {
+      float d[64];
+      wait_tile(i);
+      const E* x = reinterpret_cast<const E*>(stage_of(i));
+      for (int e = 0; e < 64; ++e) d[e] = 0.0f;
+      hawk::wgmma_fence();
+      for (int k0 = 0; k0 < W; k0 += 16) {
+        const std::uint64_t a = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(x, kTileTokens, k0), 0);
+        hawk::wgmma_m64n128k16<E, hawk::WgmmaMajor::kMN>(
+            d, a, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(wx, k0), weight_panel_bytes(W)));
+      }
+      hawk::wgmma_commit();
+      hawk::wgmma_wait<0>();
+      float gx[32], ga[32];
+      for (int e = 0; e < 32; ++e) {
+        gx[e] = d[e];
+        ga[e] = d[32 + e];
+      }
+      fold(i, gx, ga);
+      release(i);
+    }
+  } else if constexpr (kMode != Mode::kGatesOverlapped) {
     for (int i = 0; i < count; ++i) {
       float gx[32], ga[32];
       wait_tile(i);
@@ -504,7 +528,8 @@ double run(const Shape& s, int segments, std::string& json) {
                      : kMode == Mode::kGatesAfter      ? "projection, then gates"
                      : kMode == Mode::kGatesOverlapped ? "gates beside products"
                      : kMode == Mode::kSpecialized     ? "gates in own warps"
-                                                       : "ping-pong warpgroups";
+                     : kMode == Mode::kPingPong        ? "ping-pong warpgroups"
+                                                       : "n128 products, gates";
   std::printf("%-22s %-22s segments %3d  grid %4d  %8.1f us  %6.1f TFLOP/s  x once %7.1f GB/s\n", s.name, what,
               segments, grid, median, tflops, x_gbps);
   char row[320];
@@ -549,6 +574,9 @@ int main(int argc, char** argv) {
       if (mode == Mode::kGatesOverlapped) run<128, Mode::kGatesOverlapped>(seed, segments, rows);
     }
   }
+  for (int segments : {4, 13, 26}) run<256, Mode::kGatesAfterN128>(long_8k, segments, rows);
+  for (int segments : {13, 26, 52}) run<256, Mode::kGatesAfterN128>(long_64k, segments, rows);
+  for (int segments : {8, 16, 32}) run<128, Mode::kGatesAfterN128>(seed, segments, rows);
   for (int segments : {4, 13, 26}) run<256, Mode::kPingPong>(long_8k, segments, rows);
   for (int segments : {13, 26, 52}) run<256, Mode::kPingPong>(long_64k, segments, rows);
   for (int segments : {8, 16, 32}) run<128, Mode::kPingPong>(seed, segments, rows);

@@ -1,9 +1,11 @@
 // wgmma on tensor-copied, 128-byte-swizzled tiles (core/wgmma.cuh, core/tensor_map.hpp) gives the fp32 bits of
 // hawk's warp MMA (WarpMma, block/projection.cuh: the projection of every RG-LRU kernel) on the same operands:
-// C[64 x 64] = A[64 x 256] · B[256 x 64], k ascending in steps of 16 from zero accumulators. B is given both ways
-// the next producer may hold the weights: transposed (K-major, [N][K]) and as they lie (MN-major, [K][N]). Inputs:
-// uniform values and values spread over 2^-12 ... 2^12 (rounding in every partial sum); bf16 and fp16. WarpMma is
-// also checked against a float64 product, so that a wrong layout on both sides cannot pass. Built for sm_90a.
+// C[64 x N] = A[64 x K] · B[K x N] (N = 64: m64n64k16, K = 256; N = 128: m64n128k16, K = 128 and 192), k
+// ascending in steps of 16 from zero accumulators. B is given both ways the next producer may hold the weights:
+// transposed (K-major, [N][K]) and as they lie (MN-major, [K][N]; with N = 128 two panels, the descriptor's leading
+// offset apart). Inputs: uniform values and values spread over 2^-12 ... 2^12 (rounding in every partial sum);
+// bf16 and fp16. WarpMma is also checked against a float64 product, so that a wrong layout on both sides cannot
+// pass. Built for sm_90a.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -23,22 +25,33 @@
 
 namespace {
 
-constexpr int kM = 64, kN = 64, kK = 256;
-constexpr int kPanelBytes = kM * 128;                    // one [64 rows][64 k] box
-constexpr int kTileBytes = kK * 128;                     // 32 KB: A, Bt (4 panels each) or W (one [256][64] box)
-constexpr int kPadA = kK + 8, kPadB = kN + 8;            // WarpMma's padded row-major tiles (elements per row)
-constexpr int kSharedBytes = 3 * kTileBytes + 2 * (kM * kPadA + kK * kPadB);
+constexpr int kM = 64;
 
-template <class T>
+//! Shared memory of the test for an [kM x K] · [K x N] product: A (K-major panels), Bt (K-major panels), W
+//! (MN-major panels), then WarpMma's padded row-major copies of A and W.
+constexpr int shared_bytes(int n, int k) { return kM * k * 2 + 2 * (k * n * 2) + 2 * (kM * (k + 8) + k * (n + 8)); }
+
+//! One k step of the m64nNk16 product (N = 64 or 128).
+template <class T, int N, hawk::WgmmaMajor BMajor>
+__device__ __forceinline__ void wgmma_step(float (&d)[N / 2], std::uint64_t a, std::uint64_t b) {
+  if constexpr (N == 64) {
+    hawk::wgmma_m64n64k16<T, BMajor>(d, a, b);
+  } else {
+    hawk::wgmma_m64n128k16<T, BMajor>(d, a, b);
+  }
+}
+
+template <class T, int N, int K>
 __global__ void __launch_bounds__(128)
     wgmma_against_warp_mma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap bt_map,
                                   const __grid_constant__ CUtensorMap w_map, const T* a, const T* w, float* out) {
+  constexpr int kPadA = K + 8, kPadB = N + 8;
   extern __shared__ __align__(1024) unsigned char shared[];
   __shared__ std::uint64_t barrier;
   T* const a_tile = reinterpret_cast<T*>(shared);
-  T* const bt_tile = reinterpret_cast<T*>(shared + kTileBytes);
-  T* const w_tile = reinterpret_cast<T*>(shared + 2 * kTileBytes);
-  T* const a_pad = reinterpret_cast<T*>(shared + 3 * kTileBytes);
+  T* const bt_tile = reinterpret_cast<T*>(shared + kM * K * 2);
+  T* const w_tile = reinterpret_cast<T*>(shared + kM * K * 2 + K * N * 2);
+  T* const a_pad = reinterpret_cast<T*>(shared + kM * K * 2 + 2 * K * N * 2);
   T* const b_pad = a_pad + kM * kPadA;
   const int thread = threadIdx.x, warp = thread / 32, lane = thread % 32;
 
@@ -48,105 +61,106 @@ __global__ void __launch_bounds__(128)
   }
   __syncthreads();
   if (thread == 0) {
-    hawk::expect_transaction_bytes(&barrier, 3 * kTileBytes);
-    for (int p = 0; p < kK / 64; ++p) {
-      hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(a_tile) + p * kPanelBytes, &a_map, 0, 64 * p,
-                                  &barrier);
-      hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(bt_tile) + p * kPanelBytes, &bt_map, 0, 64 * p,
-                                  &barrier);
+    hawk::expect_transaction_bytes(&barrier, kM * K * 2 + 2 * K * N * 2);
+    for (int p = 0; p < K / 64; ++p) {
+      hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(a_tile) + p * kM * 128, &a_map, 0, 64 * p, &barrier);
+      hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(bt_tile) + p * N * 128, &bt_map, 0, 64 * p, &barrier);
     }
-    hawk::tensor_tile_to_shared(w_tile, &w_map, 0, 0, &barrier);
+    for (int p = 0; p < N / 64; ++p)
+      hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(w_tile) + p * K * 128, &w_map, 0, 64 * p, &barrier);
   }
-  for (int i = thread; i < kM * kK; i += blockDim.x) a_pad[(i / kK) * kPadA + i % kK] = a[i];
-  for (int i = thread; i < kK * kN; i += blockDim.x) b_pad[(i / kN) * kPadB + i % kN] = w[i];
+  for (int i = thread; i < kM * K; i += blockDim.x) a_pad[(i / K) * kPadA + i % K] = a[i];
+  for (int i = thread; i < K * N; i += blockDim.x) b_pad[(i / N) * kPadB + i % N] = w[i];
   __syncthreads();
   hawk::wait_transaction_barrier(&barrier, 0);
 
-  float k_major[32], mn_major[32];
-  for (int i = 0; i < 32; ++i) k_major[i] = mn_major[i] = 0.0f;
+  constexpr int kRegs = N / 2;
+  float k_major[kRegs], mn_major[kRegs];
+  for (int i = 0; i < kRegs; ++i) k_major[i] = mn_major[i] = 0.0f;
   hawk::wgmma_fence();
-  for (int k0 = 0; k0 < kK; k0 += 16) {
+  for (int k0 = 0; k0 < K; k0 += 16) {
     const std::uint64_t da = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(a_tile, kM, k0), 0);
-    const std::uint64_t db = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(bt_tile, kN, k0), 0);
-    hawk::wgmma_m64n64k16<T, hawk::WgmmaMajor::kK>(k_major, da, db);
+    wgmma_step<T, N, hawk::WgmmaMajor::kK>(k_major, da,
+                                          hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(bt_tile, N, k0), 0));
   }
   hawk::wgmma_commit();
   hawk::wgmma_wait<0>();
   hawk::wgmma_fence();
-  for (int k0 = 0; k0 < kK; k0 += 16) {
+  for (int k0 = 0; k0 < K; k0 += 16) {
     const std::uint64_t da = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(a_tile, kM, k0), 0);
-    const std::uint64_t db = hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(w_tile, k0), kTileBytes);
-    hawk::wgmma_m64n64k16<T, hawk::WgmmaMajor::kMN>(mn_major, da, db);
+    wgmma_step<T, N, hawk::WgmmaMajor::kMN>(
+        mn_major, da, hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(w_tile, k0), K * 128));
   }
   hawk::wgmma_commit();
   hawk::wgmma_wait<0>();
 
-  hawk::rglru::WarpMma<T, 16, kN> reference;
+  hawk::rglru::WarpMma<T, 16, N> reference;
   reference.clear();
-  reference.template multiply<kK>(a_pad, kPadA, b_pad, kPadB, 16 * warp, 0, lane);
+  reference.template multiply<K>(a_pad, kPadA, b_pad, kPadB, 16 * warp, 0, lane);
 
   const int g = lane / 4, q = lane % 4;
-  for (int j = 0; j < kN / 8; ++j) {
+  for (int j = 0; j < N / 8; ++j) {
     const int row = 16 * warp + g, col = 8 * j + 2 * q;
     for (int e = 0; e < 4; ++e) {
-      const int at = (row + 8 * (e / 2)) * kN + col + e % 2;
+      const int at = (row + 8 * (e / 2)) * N + col + e % 2;
       out[at] = k_major[4 * j + e];
-      out[kM * kN + at] = mn_major[4 * j + e];
+      out[kM * N + at] = mn_major[4 * j + e];
     }
   }
   reference.for_each_pair(lane, [&](int row, int col, float v0, float v1) {
-    out[2 * kM * kN + (16 * warp + row) * kN + col] = v0;
-    out[2 * kM * kN + (16 * warp + row) * kN + col + 1] = v1;
+    out[2 * kM * N + (16 * warp + row) * N + col] = v0;
+    out[2 * kM * N + (16 * warp + row) * N + col + 1] = v1;
   });
 }
 
 struct Products {
-  std::vector<unsigned char> k_major, mn_major, reference;  //!< fp32 bytes of each [64][64] product
+  std::vector<unsigned char> k_major, mn_major, reference;  //!< fp32 bytes of each [64][N] product
   double worst_reference_error;                            //!< WarpMma against float64, relative to Σ|a·b|
 };
 
-//! Runs the three products on A (kM x kK) and W (kK x kN), given as values already representable in T.
-template <class T>
+//! Runs the three products on A (kM x K) and W (K x N), given as values already representable in T.
+template <class T, int N, int K>
 Products run_products(hawk::DType dtype, const std::vector<double>& a_values, const std::vector<double>& w_values) {
   const auto a = hawk_test::to_device<T>(a_values);
   const auto w = hawk_test::to_device<T>(w_values);
-  std::vector<double> bt_values(kN * kK);
-  for (int k = 0; k < kK; ++k)
-    for (int n = 0; n < kN; ++n) bt_values[n * kK + k] = w_values[k * kN + n];
+  std::vector<double> bt_values(N * K);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n) bt_values[n * K + k] = w_values[k * N + n];
   const auto bt = hawk_test::to_device<T>(bt_values);
 
   CUtensorMap a_map, bt_map, w_map;
   using hawk::TensorMapSwizzle;
-  REQUIRE(hawk::make_tensor_map_2d(a_map, hawk_test::raw(a), dtype, kM, kK, kK * 2, kM, 64, TensorMapSwizzle::k128B)
+  REQUIRE(hawk::make_tensor_map_2d(a_map, hawk_test::raw(a), dtype, kM, K, K * 2, kM, 64, TensorMapSwizzle::k128B)
               .ok());
-  REQUIRE(hawk::make_tensor_map_2d(bt_map, hawk_test::raw(bt), dtype, kN, kK, kK * 2, kN, 64, TensorMapSwizzle::k128B)
+  REQUIRE(hawk::make_tensor_map_2d(bt_map, hawk_test::raw(bt), dtype, N, K, K * 2, N, 64, TensorMapSwizzle::k128B)
               .ok());
-  REQUIRE(hawk::make_tensor_map_2d(w_map, hawk_test::raw(w), dtype, kK, kN, kN * 2, kK, 64, TensorMapSwizzle::k128B)
+  REQUIRE(hawk::make_tensor_map_2d(w_map, hawk_test::raw(w), dtype, K, N, N * 2, K, 64, TensorMapSwizzle::k128B)
               .ok());
-  thrust::device_vector<float> out(3 * kM * kN);
+  thrust::device_vector<float> out(3 * kM * N);
   hawk_test::poison(out);
-  const auto kernel = wgmma_against_warp_mma_kernel<T>;
-  HAWK_TEST_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
-  kernel<<<1, 128, kSharedBytes>>>(a_map, bt_map, w_map, hawk_test::raw(a), hawk_test::raw(w), hawk_test::raw(out));
+  const auto kernel = wgmma_against_warp_mma_kernel<T, N, K>;
+  constexpr int kBytes = shared_bytes(N, K);
+  HAWK_TEST_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  kernel<<<1, 128, kBytes>>>(a_map, bt_map, w_map, hawk_test::raw(a), hawk_test::raw(w), hawk_test::raw(out));
   HAWK_TEST_CUDA(cudaGetLastError());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   const auto bytes = hawk_test::bytes_of(out);
   const auto values = hawk_test::to_host(out);
 
   Products p;
-  const std::size_t product_bytes = kM * kN * sizeof(float);
+  const std::size_t product_bytes = static_cast<std::size_t>(kM) * N * sizeof(float);
   p.k_major.assign(bytes.begin(), bytes.begin() + product_bytes);
   p.mn_major.assign(bytes.begin() + product_bytes, bytes.begin() + 2 * product_bytes);
   p.reference.assign(bytes.begin() + 2 * product_bytes, bytes.end());
   p.worst_reference_error = 0.0;
   for (int m = 0; m < kM; ++m) {
-    for (int n = 0; n < kN; ++n) {
+    for (int n = 0; n < N; ++n) {
       double exact = 0.0, magnitude = 0.0;
-      for (int k = 0; k < kK; ++k) {
-        exact += a_values[m * kK + k] * w_values[k * kN + n];
-        magnitude += std::fabs(a_values[m * kK + k] * w_values[k * kN + n]);
+      for (int k = 0; k < K; ++k) {
+        exact += a_values[m * K + k] * w_values[k * N + n];
+        magnitude += std::fabs(a_values[m * K + k] * w_values[k * N + n]);
       }
-      const double got = values[2 * kM * kN + m * kN + n];
+      const double got = values[2 * kM * N + m * N + n];
       p.worst_reference_error = std::max(p.worst_reference_error, std::fabs(got - exact) / (magnitude > 0 ? magnitude : 1.0));
     }
   }
@@ -163,13 +177,13 @@ std::vector<double> operand(std::size_t n, int spread, std::mt19937_64& rng) {
   return hawk_test::to_host(hawk_test::to_device<T>(v));  // the values as T holds them
 }
 
-template <class T>
+template <class T, int N = 64, int K = 256>
 void check_products(hawk::DType dtype, int spread, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const auto a = operand<T>(kM * kK, spread, rng);
-  const auto w = operand<T>(kK * kN, spread, rng);
-  const Products p = run_products<T>(dtype, a, w);
-  CAPTURE(p.worst_reference_error);
+  const auto a = operand<T>(kM * K, spread, rng);
+  const auto w = operand<T>(static_cast<std::size_t>(K) * N, spread, rng);
+  const Products p = run_products<T, N, K>(dtype, a, w);
+  CAPTURE(N, K, p.worst_reference_error);
   CHECK(p.worst_reference_error < 1e-5);  // WarpMma is the float64 product up to fp32 accumulation
   CHECK(p.k_major == p.reference);        // wgmma, B transposed (K-major) == WarpMma, bit for bit
   CHECK(p.mn_major == p.reference);       // wgmma, B as it lies (MN-major) == WarpMma, bit for bit
@@ -194,13 +208,17 @@ TEST_CASE("wgmma on tensor-copied swizzled tiles gives WarpMma's bits", "[core][
   }
   SECTION("fp16, uniform values") { check_products<__half>(hawk::DType::kFloat16, 0, seed); }
   SECTION("fp16, values spread over 2^-6 ... 2^6") { check_products<__half>(hawk::DType::kFloat16, 6, seed); }
+  SECTION("bf16, 128 columns (two panels of B; m64n128k16), K = 128") {
+    check_products<__nv_bfloat16, 128, 128>(hawk::DType::kBFloat16, 12, seed);
+  }
+  SECTION("fp16, 128 columns, K = 192") { check_products<__half, 128, 192>(hawk::DType::kFloat16, 0, seed); }
   SECTION("negative control: one element of A one step larger changes bits of its row") {
     std::mt19937_64 rng(seed);
-    auto a = operand<__nv_bfloat16>(kM * kK, 0, rng);
-    const auto w = operand<__nv_bfloat16>(kK * kN, 0, rng);
-    const Products before = run_products<__nv_bfloat16>(hawk::DType::kBFloat16, a, w);
+    auto a = operand<__nv_bfloat16>(kM * 256, 0, rng);
+    const auto w = operand<__nv_bfloat16>(256 * 64, 0, rng);
+    const Products before = run_products<__nv_bfloat16, 64, 256>(hawk::DType::kBFloat16, a, w);
     a[0] = hawk_test::to_host(hawk_test::to_device<__nv_bfloat16>({a[0] * (1.0 + 1.0 / 64)}))[0];  // a few ulps up
-    const Products after = run_products<__nv_bfloat16>(hawk::DType::kBFloat16, a, w);
+    const Products after = run_products<__nv_bfloat16, 64, 256>(hawk::DType::kBFloat16, a, w);
     CHECK(before.k_major != after.k_major);
     CHECK(before.reference != after.reference);
     CHECK(after.k_major == after.reference);
