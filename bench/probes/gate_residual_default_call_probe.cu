@@ -37,16 +37,6 @@ using I = std::int64_t;
 constexpr std::int64_t kRows = 32768, kDim = 3072, kRowsPerGroup = 3;
 constexpr std::int64_t kGroups = (kRows + kRowsPerGroup - 1) / kRowsPerGroup;
 
-__global__ void fill_kernel(E* data, std::size_t n, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    data[i] = __float2bfloat16(static_cast<float>(h & 0xFFFF) / 16384.0f - 2.0f + 1.0f / 65536.0f);
-  }
-}
-
 template <class T>
 T* device_array(std::size_t n) {
   T* p = nullptr;
@@ -63,10 +53,10 @@ Set make_set(std::uint32_t seed) {
   const std::size_t rows = kRows * kDim, gates = kGroups * kDim;
   Set s{device_array<E>(rows), device_array<E>(rows), device_array<E>(rows), device_array<E>(rows),
         device_array<E>(rows), device_array<E>(gates), device_array<float>(gates)};
-  fill_kernel<<<1024, 256>>>(s.residual, rows, seed + 1);
-  fill_kernel<<<1024, 256>>>(s.y, rows, seed + 2);
-  fill_kernel<<<1024, 256>>>(s.dout, rows, seed + 3);
-  fill_kernel<<<1024, 256>>>(s.gate, gates, seed + 4);
+  fill_bf16_kernel<<<1024, 256>>>(s.residual, rows, seed + 1, 4.0f);
+  fill_bf16_kernel<<<1024, 256>>>(s.y, rows, seed + 2, 4.0f);
+  fill_bf16_kernel<<<1024, 256>>>(s.dout, rows, seed + 3, 4.0f);
+  fill_bf16_kernel<<<1024, 256>>>(s.gate, gates, seed + 4, 4.0f);
   PROBE_CUDA(cudaGetLastError());
   return s;
 }

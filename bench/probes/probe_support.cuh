@@ -13,3 +13,22 @@
       std::exit(2);                                                                          \
     }                                                                                        \
   } while (0)
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+//! Fills `data` with hashed values, uniform in [-scale / 2, scale / 2) and never zero (a probe must not time zeros).
+__global__ void fill_bf16_kernel(__nv_bfloat16* data, std::size_t n, std::uint32_t seed, float scale) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    data[i] = __float2bfloat16((static_cast<float>(h & 0xFFFF) / 65536.0f - 0.5f + 1.0f / 131072.0f) * scale);
+  }
+}
+#endif
