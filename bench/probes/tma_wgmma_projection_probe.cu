@@ -78,7 +78,7 @@ struct CtaWork {
   int block, col_group, first_tile, count;
 };
 
-__device__ CtaWork cta_work(const Work& work) {
+__device__ __forceinline__ CtaWork cta_work(const Work& work) {
   const int item = blockIdx.x;
   const int segment = item % work.segments;
   const int tiles = work.tokens / kTileTokens;
@@ -92,7 +92,7 @@ __device__ CtaWork cta_work(const Work& work) {
 
 //! x rows [64 tokens of token tile `tile`][block's w channels] into `stage`, on `barrier` (its expected bytes too).
 template <int W>
-__device__ void load_x_tile(unsigned char* stage, const CUtensorMap* x_map, int tile, int block,
+__device__ __forceinline__ void load_x_tile(unsigned char* stage, const CUtensorMap* x_map, int tile, int block,
                             std::uint64_t* barrier) {
   hawk::expect_transaction_bytes(barrier, stage_bytes(W));
   for (int p = 0; p < W / 64; ++p)
@@ -102,11 +102,13 @@ __device__ void load_x_tile(unsigned char* stage, const CUtensorMap* x_map, int 
 
 //! Issues gx = x · wx and ga = x · wa (64 tokens x 64 channels each) and commits them as one group (not waited).
 template <int W>
-__device__ void issue_products(const unsigned char* stage, const E* wx, const E* wa, float (&gx)[32],
+__device__ __forceinline__ void issue_products(const unsigned char* stage, const E* wx, const E* wa, float (&gx)[32],
                                float (&ga)[32]) {
   const E* x = reinterpret_cast<const E*>(stage);
+#pragma unroll
   for (int e = 0; e < 32; ++e) gx[e] = ga[e] = 0.0f;
   hawk::wgmma_fence();
+#pragma unroll
   for (int k0 = 0; k0 < W; k0 += 16) {
     const std::uint64_t a = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(x, kTileTokens, k0), 0);
     hawk::wgmma_m64n64k16<E, hawk::WgmmaMajor::kMN>(
@@ -119,10 +121,12 @@ __device__ void issue_products(const unsigned char* stage, const E* wx, const E*
 
 //! As issue_products with one m64n128k16 per k step over the panels wx and, right after it, wa.
 template <int W>
-__device__ void issue_products_n128(const unsigned char* stage, const E* wx, float (&d)[64]) {
+__device__ __forceinline__ void issue_products_n128(const unsigned char* stage, const E* wx, float (&d)[64]) {
   const E* x = reinterpret_cast<const E*>(stage);
+#pragma unroll
   for (int e = 0; e < 64; ++e) d[e] = 0.0f;
   hawk::wgmma_fence();
+#pragma unroll
   for (int k0 = 0; k0 < W; k0 += 16) {
     const std::uint64_t a = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(x, kTileTokens, k0), 0);
     hawk::wgmma_m64n128k16<E, hawk::WgmmaMajor::kMN>(
@@ -133,7 +137,7 @@ __device__ void issue_products_n128(const unsigned char* stage, const E* wx, flo
 
 //! a_bar · u of token `row` and channel `k` of the block (x from the swizzled stage: chunk c of row r at c ^ r % 8),
 //! from its pre-activations; `c` (the channel within the warpgroup's 64) varies the biases.
-__device__ float gate_product(const unsigned char* stage, int row, int k, int c, float gx, float ga) {
+__device__ __forceinline__ float gate_product(const unsigned char* stage, int row, int k, int c, float gx, float ga) {
   const int chunk = ((k % 64) / 8) ^ (row % 8);
   const E x = *reinterpret_cast<const E*>(stage + (k / 64) * kTileTokens * 128 + row * 128 + chunk * 16 + (k % 8) * 2);
   const hawk::rglru::TokenGates g =
@@ -142,11 +146,13 @@ __device__ float gate_product(const unsigned char* stage, int row, int k, int c,
 }
 
 //! The gates of a warpgroup's accumulators (fragment layout of core/wgmma.cuh), channels [in_block, +64).
-__device__ float fragment_gates(const unsigned char* stage, int in_block, int thread_in_group, const float (&gx)[32],
+__device__ __forceinline__ float fragment_gates(const unsigned char* stage, int in_block, int thread_in_group, const float (&gx)[32],
                                 const float (&ga)[32]) {
   const int warp = thread_in_group / 32, lane = thread_in_group % 32;
   float sum = 0.0f;
+#pragma unroll
   for (int j = 0; j < 8; ++j) {
+#pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = 16 * warp + lane / 4 + 8 * (e / 2), c = 8 * j + 2 * (lane % 4) + e % 2;
       sum += gate_product(stage, row, in_block + c, c, gx[4 * j + e], ga[4 * j + e]);
@@ -209,6 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float checksum = 0.0f;
   auto fold = [&](int i, const float (&gx)[32], const float (&ga)[32]) {
     if constexpr (kMode == Mode::kProjection) {
+#pragma unroll
       for (int e = 0; e < 32; ++e) checksum += gx[e] * ga[e];
     } else {
       checksum += fragment_gates(stage_of(i), in_block, thread % 128, gx, ga);
@@ -250,6 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float d[64];
         issue_products_n128<W>(stage_of(i), wx, d);
         hawk::wgmma_wait<0>();
+#pragma unroll
         for (int e = 0; e < 32; ++e) {
           gx[e] = d[e];
           ga[e] = d[32 + e];
@@ -399,7 +407,9 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
       hawk::wgmma_wait<0>();
       if (i >= 2) hawk::wait_transaction_barrier(&hand_empty[i % 2], ((i - 2) / 2) & 1);
       float2* out = handoff + (i % 2) * kTileTokens * kHandoffStride;
+#pragma unroll
       for (int j = 0; j < 8; ++j)
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int row = 16 * warp + lane / 4 + 8 * (e / 2), c = 8 * j + 2 * (lane % 4) + e % 2;
           out[row * kHandoffStride + c] = make_float2(gx[4 * j + e], ga[4 * j + e]);
