@@ -81,8 +81,8 @@ __device__ __forceinline__ void tensor_tile_to_shared(void* destination, const v
                                                       std::uint64_t* barrier) {
 #if defined(HAWK_HAS_BULK_COPY)
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          shared_address(destination)),
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(shared_address(destination)),
       "l"(map), "r"(col), "r"(row), "r"(shared_address(barrier))
       : "memory");
 #else
