@@ -1,7 +1,8 @@
 // The tensor-copy engine through hawk's 2-D tensor maps (core/tensor_map.hpp, `tensor_tile_to_shared` in
 // core/bulk_copy.cuh): every element of a box lands where the swizzle says, bit for bit, and what lies outside the
 // matrix (past its last row or column, or before its first) arrives as zeros. Boxes at the corners, across both
-// edges and at negative coordinates; no swizzle and the 128-byte swizzle; bf16 and fp32. Also the host's refusals.
+// edges and at negative coordinates; no swizzle and the 128-byte swizzle; bf16 and fp32. (The host's refusals are
+// tests/cpu/tensor_map_test.cpp's: they need no GPU.)
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -128,30 +129,4 @@ TEST_CASE("tensor-map tile copies land every element, with zeros outside the mat
     CHECK(same_as_row_9 == 8 * 32);
     CHECK(same_as_row_8 < 8 * 32);
   }
-}
-
-TEST_CASE("make_tensor_map_2d refuses what the copy engine cannot do, on the host", "[core][tensor_map]") {
-  thrust::device_vector<float> matrix(64 * 64);
-  float* base = hawk_test::raw(matrix);
-  CUtensorMap map;
-  using hawk::DType;
-  using hawk::StatusCode;
-  using hawk::TensorMapSwizzle;
-  CHECK(hawk::make_tensor_map_2d(map, nullptr, DType::kFloat32, 64, 64, 256, 8, 32, TensorMapSwizzle::kNone).code() ==
-        StatusCode::kNullPointer);
-  CHECK(hawk::make_tensor_map_2d(map, base + 1, DType::kFloat32, 63, 63, 256, 8, 32, TensorMapSwizzle::kNone).code() ==
-        StatusCode::kMisalignedPointer);
-  CHECK(hawk::make_tensor_map_2d(map, base, DType::kFloat32, 64, 64, 260, 8, 32, TensorMapSwizzle::kNone).code() ==
-        StatusCode::kInvalidArgument);  // stride not a multiple of 16 bytes
-  CHECK(hawk::make_tensor_map_2d(map, base, DType::kFloat32, 64, 64, 128, 8, 32, TensorMapSwizzle::kNone).code() ==
-        StatusCode::kInvalidArgument);  // stride shorter than a row
-  CHECK(hawk::make_tensor_map_2d(map, base, DType::kFloat32, 64, 64, 256, 8, 3, TensorMapSwizzle::kNone).code() ==
-        StatusCode::kInvalidArgument);  // box row of 12 bytes
-  CHECK(hawk::make_tensor_map_2d(map, base, DType::kFloat32, 64, 64, 256, 8, 16, TensorMapSwizzle::k128B).code() ==
-        StatusCode::kInvalidArgument);  // 64-byte box rows with the 128-byte swizzle
-  CHECK(hawk::make_tensor_map_2d(map, base, DType::kFloat32, 64, 64, 256, 300, 32, TensorMapSwizzle::kNone).code() ==
-        StatusCode::kInvalidArgument);  // box taller than 256
-  CHECK(hawk::make_tensor_map_2d(map, base, DType::kFloat32, 0, 64, 256, 8, 32, TensorMapSwizzle::kNone).code() ==
-        StatusCode::kInvalidArgument);
-  CHECK(hawk::make_tensor_map_2d(map, base, DType::kFloat32, 64, 64, 256, 8, 32, TensorMapSwizzle::kNone).ok());
 }
