@@ -260,7 +260,8 @@ int main(int argc, char** argv) {
     if (c.layout == gr::IndexLayout::kUniform) uniform_fwd_bwd = fwd_bwd;
     std::printf("%-10s %12.1f %12.1f   (%.3fx of uniform fwd+bwd)\n", c.name, fwd_bwd, bwd, fwd_bwd / uniform_fwd_bwd);
     char row[256];
-    std::snprintf(row, sizeof(row), "%s{\"call\": \"%s\", \"fwd_bwd_us\": %.2f, \"bwd_us\": %.2f, \"over_uniform\": %.4f}",
+    std::snprintf(row, sizeof(row),
+                  "%s{\"call\": \"%s\", \"fwd_bwd_us\": %.2f, \"bwd_us\": %.2f, \"over_uniform\": %.4f}",
                   c.name == calls[0].name ? "" : ", ", c.name, fwd_bwd, bwd, fwd_bwd / uniform_fwd_bwd);
     json += row;
   }

@@ -146,8 +146,8 @@ __device__ __forceinline__ float gate_product(const unsigned char* stage, int ro
 }
 
 //! The gates of a warpgroup's accumulators (fragment layout of core/wgmma.cuh), channels [in_block, +64).
-__device__ __forceinline__ float fragment_gates(const unsigned char* stage, int in_block, int thread_in_group, const float (&gx)[32],
-                                const float (&ga)[32]) {
+__device__ __forceinline__ float fragment_gates(const unsigned char* stage, int in_block, int thread_in_group,
+                                                const float (&gx)[32], const float (&ga)[32]) {
   const int warp = thread_in_group / 32, lane = thread_in_group % 32;
   float sum = 0.0f;
 #pragma unroll

@@ -786,9 +786,9 @@ std::tuple<Tensor, Tensor> gate_residual_backward_cuda(const Tensor& dout, const
   throw_if_failed(gate_residual_backward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::gate_residual::backward");
   if (hints && hinted_rows_per_group == 0) {
-    g_layout_hints.remember(idx, gate.size(0),
-                            static_cast<const char*>(workspace.data_ptr()) + gate_residual_detected_rows_per_group_offset(),
-                            stream);
+    const char* verdict =
+        static_cast<const char*>(workspace.data_ptr()) + gate_residual_detected_rows_per_group_offset();
+    g_layout_hints.remember(idx, gate.size(0), verdict, stream);
   }
   return {dy, dgate};
 }

@@ -97,7 +97,8 @@ __device__ __forceinline__ void wait_transaction_barrier(std::uint64_t* barrier,
   std::uint32_t done = 0;
   do {
     asm volatile(
-        "{\n.reg .pred ready;\nmbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\nselp.u32 %0, 1, 0, ready;\n}\n"
+        "{\n.reg .pred ready;\nmbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, ready;\n}\n"
         : "=r"(done)
         : "r"(shared_address(barrier)), "r"(phase)
         : "memory");

@@ -63,8 +63,10 @@ __global__ void __launch_bounds__(128)
   if (thread == 0) {
     hawk::expect_transaction_bytes(&barrier, kM * K * 2 + 2 * K * N * 2);
     for (int p = 0; p < K / 64; ++p) {
-      hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(a_tile) + p * kM * 128, &a_map, 0, 64 * p, &barrier);
-      hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(bt_tile) + p * N * 128, &bt_map, 0, 64 * p, &barrier);
+      unsigned char* const a_panel = reinterpret_cast<unsigned char*>(a_tile) + p * kM * 128;
+      unsigned char* const bt_panel = reinterpret_cast<unsigned char*>(bt_tile) + p * N * 128;
+      hawk::tensor_tile_to_shared(a_panel, &a_map, 0, 64 * p, &barrier);
+      hawk::tensor_tile_to_shared(bt_panel, &bt_map, 0, 64 * p, &barrier);
     }
     for (int p = 0; p < N / 64; ++p)
       hawk::tensor_tile_to_shared(reinterpret_cast<unsigned char*>(w_tile) + p * K * 128, &w_map, 0, 64 * p, &barrier);
@@ -161,7 +163,8 @@ Products run_products(hawk::DType dtype, const std::vector<double>& a_values, co
         magnitude += std::fabs(a_values[m * K + k] * w_values[k * N + n]);
       }
       const double got = values[2 * kM * N + m * N + n];
-      p.worst_reference_error = std::max(p.worst_reference_error, std::fabs(got - exact) / (magnitude > 0 ? magnitude : 1.0));
+      const double error = std::fabs(got - exact) / (magnitude > 0 ? magnitude : 1.0);
+      p.worst_reference_error = std::max(p.worst_reference_error, error);
     }
   }
   return p;

@@ -3,8 +3,8 @@
 //! The backward row kernel: dy[r] = dout[r] · gate[g] (one rounding) and the fp32 sum of dout · y over one
 //! reduction chunk of one group.
 //!
-//! A thread owns one (chunk, column vector) task at a time. It loads the gate vector of the chunk's group once, then
-//! walks the chunk's rows in ascending position order, Tile::kRowsInFlight rows loaded ahead (loads only; the
+//! A thread owns one (chunk, column vector) task at a time. It loads the gate vector of the chunk's group once,
+//! then walks the chunk's rows in ascending position order, Tile::kRowsInFlight rows loaded ahead (loads only; the
 //! sums are still taken in row order), writing dy and accumulating acc = fmaf(dout, y, acc) from acc = 0.
 //! The chunk's sum goes to dgate directly when the group has a single chunk, otherwise to its row of the
 //! fp32 partial-sum buffer, which dgate_reduce_kernel then combines in chunk order. No atomics.
