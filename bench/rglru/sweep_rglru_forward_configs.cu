@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench_rglru_support.cuh"
@@ -48,6 +49,23 @@ std::string sequential_config_name() {
          (Config::kGatesInRegisters ? ", gates in registers" : ", gates in smem") + ", smem " +
          std::to_string(Config::kSharedBytes / 1024) + " KB";
 }
+
+#if defined(HAWK_BUILD_SM90A)
+template <class Config>
+std::string wgmma_config_name() {
+  return "wgmma chunked against forward(): Chunk " + std::to_string(Config::kChunk) + ", Threads " +
+         std::to_string(Config::kThreads) + ", smem " + std::to_string(Config::kSharedBytes / 1024) + " KB";
+}
+#endif
+
+//! What forward() runs for the arguments (the default dispatch), as an operator.
+struct DefaultForwardOp {
+  static hawk::Status can_implement(const ForwardArguments& a) { return hawk::rglru::forward_can_implement(a); }
+  static std::size_t workspace_size(const ForwardArguments& a) { return hawk::rglru::forward_workspace_size(a); }
+  static hawk::Status run(const ForwardArguments& a, void* workspace, std::size_t bytes, cudaStream_t stream) {
+    return hawk::rglru::forward(a, workspace, bytes, stream);
+  }
+};
 
 //! The status of a row HAWK_SWEEP_FILTER leaves out (not timed, not reported).
 const char* const kNotSelected = "not selected";
@@ -229,6 +247,35 @@ int main(int argc, char** argv) {
   rows.push_back(compare<BulkW256, ShippedW256>("(1,8192,2560,10)", prefill, kFused));
   rows.push_back(compare<BulkW256, ShippedW256>("(2,4096,2560,10)", two_long, kFused));
   rows.push_back(compare<BulkW256, ShippedW256>("(1,65536,2560,10)", longest, kFused));
+
+#if defined(HAWK_BUILD_SM90A)
+  // The Hopper chunked forward (tensor copies, wgmma; this program's sm_90a build) against what forward() runs
+  // today, at every chunk it ships, at the issue-16 shapes and a few with fewer or more sequences.
+  {
+    using hawk::rglru::WgmmaChunkedForward;
+    using hawk::rglru::WgmmaChunkedForwardConfig;
+    auto wgmma_rows = [&](const char* name, const Shape& shape, auto width) {
+      constexpr int w = decltype(width)::value;
+      using C64 = WgmmaChunkedForwardConfig<Element, w, 64, Policy>;
+      using C128 = WgmmaChunkedForwardConfig<Element, w, 128, Policy>;
+      using C256 = WgmmaChunkedForwardConfig<Element, w, 256, Policy>;
+      rows.push_back(compare_ops<WgmmaChunkedForward<C64>, DefaultForwardOp>(name, shape, kFused, wgmma_config_name<C64>()));
+      rows.push_back(compare_ops<WgmmaChunkedForward<C128>, DefaultForwardOp>(name, shape, kFused, wgmma_config_name<C128>()));
+      rows.push_back(compare_ops<WgmmaChunkedForward<C256>, DefaultForwardOp>(name, shape, kFused, wgmma_config_name<C256>()));
+    };
+    using W64 = std::integral_constant<int, 64>;
+    using W128 = std::integral_constant<int, 128>;
+    using W256 = std::integral_constant<int, 256>;
+    wgmma_rows("(4,2048,2048,16)", seed, W128{});
+    wgmma_rows("(1,2048,2048,16)", one_seed, W128{});
+    wgmma_rows("(8,4096,2048,16)", eight_w128, W128{});
+    wgmma_rows("(16,1024,1024,16)", small, W64{});
+    wgmma_rows("(1,8192,2560,10)", prefill, W256{});
+    wgmma_rows("(2,4096,2560,10)", two_long, W256{});
+    wgmma_rows("(4,8192,2560,10)", four_long, W256{});
+    wgmma_rows("(1,65536,2560,10)", longest, W256{});
+  }
+#endif
 
   rows.erase(std::remove_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == kNotSelected; }),
              rows.end());

@@ -1,6 +1,6 @@
 #pragma once
 //! \file
-//! `GateInputs` (the forward's inputs, typed) and `ForwardParams`: what the forward, chunked-forward and decode
+//! `GateInputs` (the forward's inputs, typed), `ForwardParams` and `ChunkedForwardParams`: what the forward, chunked-forward and decode
 //! kernels read (kernels/forward_kernel.cuh, kernels/chunked_forward_kernel.cuh, kernels/decode_step_kernel.cuh);
 //! the backward scan's params start with the same GateInputs. In the family's foundation, below the kernels,
 //! because several kernels take them and no kernel may include another kernel's file; the operators fill them
@@ -47,6 +47,18 @@ struct ForwardParams : GateInputs<Element> {
   int width_tiles = 0;        //!< W / WidthTile: CTAs per sequence
   //! The device checks' word (core/device_checks.cuh), or null: set means bad index tensors, write nothing.
   const unsigned int* checks = nullptr;
+};
+
+//! What the chunked forward kernels read (kernels/chunked_forward_kernel.cuh, kernels/wgmma_chunked_forward_kernel.cuh):
+//! the sequential forward's parameters plus the chain's buffers (block/chained_carry.cuh).
+template <class Element>
+struct ChunkedForwardParams {
+  ForwardParams<Element> forward;
+  std::int64_t num_sequences = 0;                //!< N
+  std::int64_t tickets = 0;                      //!< chunks x width tiles; CTAs past it leave at once
+  unsigned long long* ticket_counter = nullptr;  //!< zero before the launch
+  unsigned long long* carry_words = nullptr;     //!< [rows][W], zero (unpublished) before the launch
+  float* carry_decay = nullptr;                  //!< [rows][W]
 };
 
 }  // namespace rglru

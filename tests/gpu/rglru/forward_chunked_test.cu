@@ -18,37 +18,17 @@ using rglru_test::DeviceProblem;
 using rglru_test::ForwardArguments;
 using rglru_test::GateMode;
 using rglru_test::Problem;
-using Bytes = std::vector<unsigned char>;
 
 template <class E, class Policy, GateMode Mode, int BlockWidth>
 using Sequential =
     typename std::conditional<Mode == GateMode::kFused, hawk::rglru::DefaultFusedConfig<E, BlockWidth, Policy>,
                               hawk::rglru::DefaultGateLogitsConfig<E, Policy>>::type::type;
 
-//! Every output of one run, as bytes.
-struct Outputs {
-  Bytes y, h_final, decay, checkpoints;
-  bool operator==(const Outputs& o) const {
-    return y == o.y && h_final == o.h_final && decay == o.decay && checkpoints == o.checkpoints;
-  }
-};
+using Outputs = rglru_test::ForwardOutputs;
 
-//! One forward of `p` through Op (Forward<...> or ChunkedForward<...>), decay output on, outputs poisoned.
 template <class E, class Op>
 Outputs run_op(const Problem& p) {
-  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-  thrust::device_vector<float> decay(static_cast<std::size_t>(p.num_sequences() * p.width));
-  hawk_test::poison(decay);
-  ForwardArguments a = d.arguments(p);
-  a.decay = hawk_test::raw(decay);
-  const std::size_t bytes = Op::workspace_size(a);
-  if (d.workspace.size() < bytes) d.workspace.resize(bytes);
-  const hawk::Status status = Op::run(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr);
-  HAWK_TEST_CUDA(cudaDeviceSynchronize());
-  INFO(status.to_string());
-  REQUIRE(status.ok());
-  return {hawk_test::bytes_of(d.y), hawk_test::bytes_of(d.h_final), hawk_test::bytes_of(decay),
-          hawk_test::bytes_of(d.checkpoints)};
+  return rglru_test::run_forward_outputs<E, Op>(p);
 }
 
 template <class E, class Policy, GateMode Mode, int BlockWidth, class... Chunked>

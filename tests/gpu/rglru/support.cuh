@@ -188,6 +188,33 @@ hawk::Status run_forward(const ForwardArguments& args, thrust::device_vector<uns
   return status;
 }
 
+//! Every output of one forward run, as bytes (bitwise comparisons between operators).
+struct ForwardOutputs {
+  std::vector<unsigned char> y, h_final, decay, checkpoints;
+  bool operator==(const ForwardOutputs& o) const {
+    return y == o.y && h_final == o.h_final && decay == o.decay && checkpoints == o.checkpoints;
+  }
+};
+
+//! One forward of `p` through Op (Forward<...>, ChunkedForward<...>, ...), decay output on, outputs poisoned;
+//! requires the call to succeed.
+template <class E, class Op>
+ForwardOutputs run_forward_outputs(const Problem& p) {
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  thrust::device_vector<float> decay(static_cast<std::size_t>(p.num_sequences() * p.width));
+  hawk_test::poison(decay);
+  ForwardArguments a = d.arguments(p);
+  a.decay = hawk_test::raw(decay);
+  const std::size_t bytes = Op::workspace_size(a);
+  if (d.workspace.size() < bytes) d.workspace.resize(bytes);
+  const hawk::Status status = Op::run(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO(status.to_string());
+  REQUIRE(status.ok());
+  return {hawk_test::bytes_of(d.y), hawk_test::bytes_of(d.h_final), hawk_test::bytes_of(decay),
+          hawk_test::bytes_of(d.checkpoints)};
+}
+
 //! A few ulps of E relative to the largest |value|: the bound on any one element's error.
 template <class E>
 double element_bound(double max_abs_value) {

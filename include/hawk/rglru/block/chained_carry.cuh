@@ -63,6 +63,24 @@ struct ChainedCarryLayout {
   std::size_t cleared_bytes() const { return decay_offset - counter_offset; }
 };
 
+//! CTAs of a chunked launch (saturated at 2^50 so that unchecked shapes compare safely): a dense batch has
+//! N · ceil(L / chunk) chunks, a packed one a slot per possible chunk (T / chunk + N), each times W / width_tile.
+inline std::int64_t count_chunk_tickets(bool packed, std::int64_t num_tokens, std::int64_t num_sequences,
+                                        std::int64_t seq_len, std::int64_t width, int chunk, int width_tile) {
+  constexpr std::int64_t kCap = std::int64_t{1} << 50;
+  const auto capped = [](std::int64_t v) { return v < 0 ? 0 : v < kCap ? v : kCap; };
+  const std::int64_t tiles = capped(width) / width_tile;
+  const std::int64_t n = capped(num_sequences);
+  std::int64_t chunks = 0;
+  if (packed) {
+    chunks = capped(num_tokens) / chunk + n;
+  } else {
+    const std::int64_t per = (capped(seq_len) + chunk - 1) / chunk;
+    chunks = n != 0 && per > kCap / n ? kCap : per * n;
+  }
+  return tiles != 0 && chunks > kCap / tiles ? kCap : chunks * tiles;
+}
+
 #if defined(__CUDACC__)
 
 //! A CTA's ticket: thread 0 takes it, every thread gets it (one CTA-wide barrier). `slot` is shared memory.

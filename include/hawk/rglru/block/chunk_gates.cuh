@@ -20,6 +20,7 @@
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/bulk_copy.cuh"
 #include "hawk/core/element.cuh"
+#include "hawk/rglru/block/chunk_chain.cuh"
 #include "hawk/rglru/block/fused_gates.cuh"
 #include "hawk/rglru/block/gate_phase.cuh"
 #include "hawk/rglru/block/projection.cuh"
@@ -31,16 +32,6 @@ namespace hawk {
 namespace rglru {
 
 #if defined(__CUDACC__)
-
-//! Where a chunk lies: tokens [chunk_start, chunk_start + valid) of the sequence that starts at token `begin`
-//! and has `length` tokens, channels [col0, col0 + WidthTile).
-struct ChunkExtent {
-  std::int64_t begin;
-  std::int64_t length;
-  std::int64_t chunk_start;
-  int valid;
-  std::int64_t col0;
-};
 
 //! The shared-memory regions of a chunked-forward CTA (ChunkedForwardConfig's layout).
 template <class Config>

@@ -90,23 +90,9 @@ class ChunkedForward {
  private:
   static constexpr std::int64_t kMaxTickets = std::int64_t{INT32_MAX} * 65535;
 
-  static std::int64_t chunks_per_sequence(std::int64_t seq_len) { return (seq_len + Config::kChunk - 1) / Config::kChunk; }
-
-  //! CTAs of a launch (saturated above 2^31 so that unchecked shapes compare safely): dense, N · ceil(L / Chunk)
-  //! chunks; packed, one per chunk slot (T / Chunk + N), each times the width tiles.
   static std::int64_t tickets(const ProblemShape& s) {
-    constexpr std::int64_t kCap = std::int64_t{1} << 50;  // above kMaxTickets
-    const std::int64_t tiles = s.width / Config::kWidthTile;
-    const std::int64_t n = s.num_sequences > 0 ? s.num_sequences : 0;
-    std::int64_t chunks = 0;
-    if (s.packed()) {
-      const std::int64_t t = s.num_tokens > 0 ? s.num_tokens : 0;
-      chunks = (t < kCap ? t : kCap) / Config::kChunk + (n < kCap ? n : kCap);
-    } else {
-      const std::int64_t per = s.seq_len > 0 ? chunks_per_sequence(s.seq_len < kCap ? s.seq_len : kCap) : 0;
-      chunks = n != 0 && per > kCap / n ? kCap : per * n;
-    }
-    return tiles != 0 && chunks > kCap / tiles ? kCap : chunks * tiles;
+    return count_chunk_tickets(s.packed(), s.num_tokens, s.num_sequences, s.seq_len, s.width, Config::kChunk,
+                               Config::kWidthTile);
   }
 
   static ChainedCarryLayout chain_layout(const ProblemShape& s, std::size_t base) {

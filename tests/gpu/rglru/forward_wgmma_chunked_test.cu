@@ -1,0 +1,147 @@
+// The Hopper chunked forward (kernels/wgmma_chunked_forward_kernel.cuh: tensor copies, wgmma, sm_90a) against the
+// sequential forward, bitwise: y, the final state, the decay and the checkpoints are the same for every chunk
+// (64, 128, 256 tokens), block width, reset policy and 16-bit element, dense and packed (L = 1, 2, odd, not a
+// multiple of the chunk, empty sequences, resets at t = 0, mid-chunk, on chunk edges and on consecutive tokens),
+// with h0. Outputs start poisoned, so an element left unwritten differs; a negative control shows that the
+// comparison sees a one-element change of x. Also: a long chain is bitwise repeatable, and misaligned operands are
+// refused with nothing written. Built for sm_90a only (tests/gpu/rglru/CMakeLists.txt); skipped off sm_90.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
+#include "support.cuh"
+
+namespace {
+
+using rglru_test::ForwardOutputs;
+using rglru_test::Problem;
+using hawk::rglru::NoReset;
+using hawk::rglru::ResetAtSequenceStart;
+using hawk::rglru::ResetFlags;
+using hawk::rglru::WgmmaChunkedForwardConfig;
+constexpr auto kFused = rglru_test::GateMode::kFused;
+using Bf16 = __nv_bfloat16;
+
+bool on_sm90() {
+  int major = 0;
+  REQUIRE(hawk::device_compute_capability_major(major).ok());
+  if (major != 9) WARN("the Hopper chunked forward needs an sm_90 device: skipped");
+  return major == 9;
+}
+
+template <class E, class Policy, int BlockWidth>
+using Sequential = typename hawk::rglru::DefaultFusedConfig<E, BlockWidth, Policy>::type;
+
+template <class E, class Config>
+ForwardOutputs run_wgmma(const Problem& p) {
+  return rglru_test::run_forward_outputs<E, hawk::rglru::WgmmaChunkedForward<Config>>(p);
+}
+
+//! Every configuration in Configs (same element, block width and policy) against the shipped sequential forward;
+//! then the first of them on x changed in one element of the longest sequence (negative control).
+template <class E, class Policy, int BlockWidth, class... Configs>
+void check_against_sequential(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
+  const std::int64_t H = 2, W = H * BlockWidth;
+  INFO("policy=" << Policy::kName << " w=" << BlockWidth << " packed=" << packed << " h0=" << with_h0);
+  const Problem p = rglru_test::make_problem<E>(W, H, lengths, packed, kFused, Policy::kMode, with_h0);
+  const ForwardOutputs sequential =
+      rglru_test::run_forward_outputs<E, hawk::rglru::Forward<Sequential<E, Policy, BlockWidth>>>(p);
+  int variant = 0;
+  for (const ForwardOutputs& chunked : {run_wgmma<E, Configs>(p)...}) {
+    INFO("configuration " << variant++);
+    CHECK(chunked.y == sequential.y);
+    CHECK(chunked.h_final == sequential.h_final);
+    CHECK(chunked.decay == sequential.decay);
+    CHECK(chunked.checkpoints == sequential.checkpoints);
+  }
+  Problem changed = p;
+  std::size_t longest = 0;
+  for (std::size_t n = 1; n < lengths.size(); ++n)
+    if (lengths[n] > lengths[longest]) longest = n;
+  const std::int64_t token = p.cu_seqlens[longest] + lengths[longest] / 2;
+  auto& value = changed.x[static_cast<std::size_t>(token * W + 5)];
+  value = value > 0 ? value - 1.0 : value + 1.0;
+  using First = typename std::tuple_element<0, std::tuple<Configs...>>::type;
+  CHECK_FALSE(run_wgmma<E, First>(changed) == sequential);
+}
+
+// Lengths 1, 2, odd, not a multiple of any chunk, exactly one chunk, empty, several chunks (make_problem's reset
+// flags fall at t = 0, mid-chunk, on chunk edges and on consecutive tokens).
+const std::vector<std::int64_t> kPackedLengths = {1, 2, 0, 129, 255, 64, 300, 513, 17, 128};
+
+}  // namespace
+
+TEST_CASE("the Hopper chunked forward gives the sequential forward's bits for every chunk, block width and policy",
+          "[rglru][forward][chunked][wgmma]") {
+  if (!on_sm90()) return;
+  SECTION("bf16 w = 256, no reset, h0, packed; chunks 64, 128, 256") {
+    check_against_sequential<Bf16, NoReset, 256, WgmmaChunkedForwardConfig<Bf16, 256, 128, NoReset>,
+                             WgmmaChunkedForwardConfig<Bf16, 256, 64, NoReset>,
+                             WgmmaChunkedForwardConfig<Bf16, 256, 256, NoReset>>(kPackedLengths, true, true);
+  }
+  SECTION("bf16 w = 128, reset flags, h0, packed; chunks 128, 256") {
+    check_against_sequential<Bf16, ResetFlags, 128, WgmmaChunkedForwardConfig<Bf16, 128, 128, ResetFlags>,
+                             WgmmaChunkedForwardConfig<Bf16, 128, 256, ResetFlags>>(kPackedLengths, true, true);
+  }
+  SECTION("bf16 w = 64, reset at sequence start, h0, dense L = 1, 2, 257; chunks 64, 128") {
+    for (std::int64_t L : {1, 2, 257})
+      check_against_sequential<Bf16, ResetAtSequenceStart, 64,
+                               WgmmaChunkedForwardConfig<Bf16, 64, 128, ResetAtSequenceStart>,
+                               WgmmaChunkedForwardConfig<Bf16, 64, 64, ResetAtSequenceStart>>({L, L, L}, false, true);
+  }
+  SECTION("fp16 w = 128, reset flags, packed, no h0") {
+    check_against_sequential<__half, ResetFlags, 128, WgmmaChunkedForwardConfig<__half, 128, 128, ResetFlags>>(
+        kPackedLengths, true, false);
+  }
+  SECTION("fp16 w = 256, reset at sequence start, dense L = 700; chunk 256") {
+    check_against_sequential<__half, ResetAtSequenceStart, 256,
+                             WgmmaChunkedForwardConfig<__half, 256, 256, ResetAtSequenceStart>>({700, 700}, false,
+                                                                                                 true);
+  }
+}
+
+TEST_CASE("a long Hopper chain (hundreds of chunks per sequence, dense and packed) is bitwise repeatable",
+          "[rglru][forward][chunked][wgmma][determinism]") {
+  if (!on_sm90()) return;
+  using Config = WgmmaChunkedForwardConfig<Bf16, 128, 128, NoReset>;
+  // Far more CTAs than fit at once, so a CTA's predecessor is often not yet running when the CTA is launched.
+  for (bool packed : {false, true}) {
+    INFO("packed=" << packed);
+    const std::vector<std::int64_t> lengths =
+        packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
+    const Problem p = rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
+    const ForwardOutputs sequential =
+        rglru_test::run_forward_outputs<Bf16, hawk::rglru::Forward<Sequential<Bf16, NoReset, 128>>>(p);
+    for (int run = 0; run < 5; ++run) {
+      INFO("run " << run);
+      REQUIRE(run_wgmma<Bf16, Config>(p) == sequential);
+    }
+  }
+}
+
+TEST_CASE("the Hopper chunked forward refuses operands the tensor copies cannot address, and writes nothing",
+          "[rglru][forward][chunked][wgmma][bad_input]") {
+  if (!on_sm90()) return;
+  using Config = WgmmaChunkedForwardConfig<Bf16, 128, 128, ResetFlags>;
+  using Op = hawk::rglru::WgmmaChunkedForward<Config>;
+  const Problem p = rglru_test::make_problem<Bf16>(256, 2, {300, 17}, true, kFused, hawk::rglru::ResetMode::kFlags, true);
+  rglru_test::DeviceProblem<Bf16> d(p);
+  const auto poisoned_y = hawk_test::bytes_of(d.y);
+  hawk::rglru::ForwardArguments a = d.arguments(p);
+  a.x = hawk_test::raw(d.x) + 1;  // 2 bytes off
+  thrust::device_vector<unsigned char> workspace(Op::workspace_size(a));
+  const hawk::Status status = Op::run(a, hawk_test::raw(workspace), workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO(status.to_string());
+  CHECK(status.code() == hawk::StatusCode::kMisalignedPointer);
+  CHECK(hawk_test::bytes_of(d.y) == poisoned_y);
+  // Control: the same call on the aligned x runs and writes y.
+  a.x = hawk_test::raw(d.x);
+  REQUIRE(Op::run(a, hawk_test::raw(workspace), workspace.size(), nullptr).ok());
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  CHECK(hawk_test::bytes_of(d.y) != poisoned_y);
+}
