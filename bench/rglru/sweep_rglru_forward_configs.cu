@@ -56,7 +56,6 @@ std::string wgmma_config_name() {
   return "wgmma chunked against forward(): Chunk " + std::to_string(Config::kChunk) + ", Threads " +
          std::to_string(Config::kThreads) + ", smem " + std::to_string(Config::kSharedBytes / 1024) + " KB";
 }
-#endif
 
 //! What forward() runs for the arguments (the default dispatch), as an operator.
 struct DefaultForwardOp {
@@ -66,6 +65,7 @@ struct DefaultForwardOp {
     return hawk::rglru::forward(a, workspace, bytes, stream);
   }
 };
+#endif
 
 //! The status of a row HAWK_SWEEP_FILTER leaves out (not timed, not reported).
 const char* const kNotSelected = "not selected";
