@@ -59,7 +59,6 @@ std::string wgmma_config_name() {
 
 //! What forward() runs for the arguments (the default dispatch), as an operator.
 struct DefaultForwardOp {
-  static hawk::Status can_implement(const ForwardArguments& a) { return hawk::rglru::forward_can_implement(a); }
   static std::size_t workspace_size(const ForwardArguments& a) { return hawk::rglru::forward_workspace_size(a); }
   static hawk::Status run(const ForwardArguments& a, void* workspace, std::size_t bytes, cudaStream_t stream) {
     return hawk::rglru::forward(a, workspace, bytes, stream);
