@@ -8,4 +8,9 @@ function(hawk_target_defaults target)
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall -Xcompiler=-Wextra
                                -Werror=all-warnings -lineinfo>)
   target_link_libraries(${target} PRIVATE hawk_support)
+  # HAWK_BUILD_SM90A (rglru/wgmma_chunked_config.cuh) where the target is built for sm_90a and not for plain sm_90:
+  # the promise that lets forward() run the Hopper chunked forward. Read from the target's final architectures.
+  set(archs "$<TARGET_PROPERTY:${target},CUDA_ARCHITECTURES>")
+  target_compile_definitions(${target} PRIVATE
+    "$<$<AND:$<IN_LIST:90a,${archs}>,$<NOT:$<IN_LIST:90,${archs}>>>:HAWK_BUILD_SM90A>")
 endfunction()

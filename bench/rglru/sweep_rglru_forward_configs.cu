@@ -53,15 +53,20 @@ std::string sequential_config_name() {
 #if defined(HAWK_BUILD_SM90A)
 template <class Config>
 std::string wgmma_config_name() {
-  return "wgmma chunked against forward(): Chunk " + std::to_string(Config::kChunk) + ", Threads " +
+  return "wgmma chunked against the previous forward(): Chunk " + std::to_string(Config::kChunk) + ", Threads " +
          std::to_string(Config::kThreads) + ", smem " + std::to_string(Config::kSharedBytes / 1024) + " KB";
 }
 
-//! What forward() runs for the arguments (the default dispatch), as an operator.
-struct DefaultForwardOp {
+//! What forward() ran for sequential configuration Seq before the Hopper chunked forward (the chunked or the
+//! sequential forward, as detail::runs_chunked decides), as an operator.
+template <class Seq>
+struct PreviousForwardOp {
   static std::size_t workspace_size(const ForwardArguments& a) { return hawk::rglru::forward_workspace_size(a); }
   static hawk::Status run(const ForwardArguments& a, void* workspace, std::size_t bytes, cudaStream_t stream) {
-    return hawk::rglru::forward(a, workspace, bytes, stream);
+    if (hawk::rglru::detail::runs_chunked<Seq>(a, bytes))
+      return hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Seq>::type>::run(a, workspace, bytes,
+                                                                                                 stream);
+    return hawk::rglru::Forward<Seq>::run(a, workspace, bytes, stream);
   }
 };
 #endif
@@ -248,8 +253,8 @@ int main(int argc, char** argv) {
   rows.push_back(compare<BulkW256, ShippedW256>("(1,65536,2560,10)", longest, kFused));
 
 #if defined(HAWK_BUILD_SM90A)
-  // The Hopper chunked forward (tensor copies, wgmma; this program's sm_90a build) against what forward() runs
-  // today, at every chunk it ships, at the issue-16 shapes and a few with fewer or more sequences.
+  // The Hopper chunked forward (tensor copies, wgmma; sm_90a builds) at chunks of 64, 128 and 256 tokens against
+  // what forward() ran before it, at the issue-16 shapes and a few with fewer or more sequences.
   {
     using hawk::rglru::WgmmaChunkedForward;
     using hawk::rglru::WgmmaChunkedForwardConfig;
@@ -258,9 +263,10 @@ int main(int argc, char** argv) {
       using C64 = WgmmaChunkedForwardConfig<Element, w, 64, Policy>;
       using C128 = WgmmaChunkedForwardConfig<Element, w, 128, Policy>;
       using C256 = WgmmaChunkedForwardConfig<Element, w, 256, Policy>;
-      rows.push_back(compare_ops<WgmmaChunkedForward<C64>, DefaultForwardOp>(name, shape, kFused, wgmma_config_name<C64>()));
-      rows.push_back(compare_ops<WgmmaChunkedForward<C128>, DefaultForwardOp>(name, shape, kFused, wgmma_config_name<C128>()));
-      rows.push_back(compare_ops<WgmmaChunkedForward<C256>, DefaultForwardOp>(name, shape, kFused, wgmma_config_name<C256>()));
+      using Previous = PreviousForwardOp<typename hawk::rglru::DefaultFusedConfig<Element, w, Policy>::type>;
+      rows.push_back(compare_ops<WgmmaChunkedForward<C64>, Previous>(name, shape, kFused, wgmma_config_name<C64>()));
+      rows.push_back(compare_ops<WgmmaChunkedForward<C128>, Previous>(name, shape, kFused, wgmma_config_name<C128>()));
+      rows.push_back(compare_ops<WgmmaChunkedForward<C256>, Previous>(name, shape, kFused, wgmma_config_name<C256>()));
     };
     using W64 = std::integral_constant<int, 64>;
     using W128 = std::integral_constant<int, 128>;

@@ -76,6 +76,8 @@
 #include "hawk/rglru/operators/decode_step.cuh"
 #include "hawk/rglru/operators/forward.cuh"
 #include "hawk/rglru/operators/index_checks.cuh"
+#include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
+#include "hawk/rglru/wgmma_chunked_config.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -125,6 +127,21 @@ struct DefaultChunkedConfig {
   static constexpr int kSubChunk = Config::kFused && (kW >= 256 || (kFloat && kW >= 128)) ? 32 : 64;
   using type = ChunkedForwardConfig<Element, kW, kWidthTile, kDefaultChunk, kSubChunk, 256, typename Config::ResetPolicy,
                                     Config::kMode>;
+};
+
+//! The Hopper chunked configuration (WgmmaChunkedForwardConfig, sm_90a) that `forward()` runs in place of the
+//! sequential configuration `Config` where it pays (detail::runs_wgmma_chunked): same element, block width and
+//! policy, the same bits; 16-bit fused configurations at w = 128 and 256 only (`kApplies`). Chunks of 256 tokens:
+//! of 64, 128 and 256 they were the fastest at every shape with one to four long sequences (H200, bf16, 2026-12-01,
+//! bench/results/2026-12-01-h200-38d9cea-sweep/: 155 against 185 and 244 µs at (1, 8192, 2560, 10), 1123 against
+//! 1402 and 1883 at (1, 65536, 2560, 10), 43 against 53 and 67 at (1, 2048, 2048, 16)); at w = 64 the kernel was
+//! slower than the sequential forward (0.73x at (16, 1024, 1024, 16)).
+template <class Config>
+struct DefaultWgmmaChunkedConfig {
+  static constexpr bool kApplies = Config::kFused && sizeof(typename Config::Element) == 2 &&
+                                   (Config::kBlockWidth == 128 || Config::kBlockWidth == 256);
+  using type = WgmmaChunkedForwardConfig<typename Config::Element, kApplies ? Config::kBlockWidth : 128, 256,
+                                         typename Config::ResetPolicy>;
 };
 
 namespace detail {
@@ -246,6 +263,31 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   return workspace_bytes >= Chunked::workspace_size(args) && Chunked::check_host(args).ok();
 }
 
+//! Whether forward() runs `Config` as the Hopper chunked forward (WgmmaChunkedForward), which needs this translation
+//! unit built for sm_90a with HAWK_BUILD_SM90A and an sm_90 device: for 16-bit fused configurations at w = 256
+//! whenever the sequences are longer than a chunk on average (it beat what forward() ran before at every such
+//! measured shape, full grids included: 1.53x at (4, 8192, 2560, 10), 1.65x at (1, 8192, 2560, 10), 1.73x at
+//! (1, 65536, 2560, 10)), and at w = 128 where the sequential grid would idle (the chunked forward's rule,
+//! runs_chunked: 1.26x at (1, 2048, 2048, 16); 1.00x at the full grid of (4, 2048, 2048, 16)). The workspace
+//! forward_workspace_size asks for holds its carries (its chunks are longer than kDefaultChunk). The choice never
+//! changes a bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
+template <class Config>
+bool runs_wgmma_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
+  using Wgmma = DefaultWgmmaChunkedConfig<Config>;
+  if constexpr (!Wgmma::kApplies || !kWgmmaChunkedForwardBuilt) {
+    (void)args;
+    (void)workspace_bytes;
+    return false;
+  } else {
+    using Op = WgmmaChunkedForward<typename Wgmma::type>;
+    if (!chunking_may_pay(args)) return false;
+    if (Config::kBlockWidth == 128 && !runs_chunked<Config>(args, workspace_bytes)) return false;
+    int major = 0;
+    if (!device_compute_capability_major(major).ok() || major != 9) return false;
+    return workspace_bytes >= Op::workspace_size(args) && Op::check_host(args).ok();
+  }
+}
+
 }  // namespace detail
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).
@@ -265,6 +307,12 @@ Status forward(const ForwardArguments& args, void* workspace, std::size_t worksp
   HAWK_RETURN_IF_ERROR(check_forward_shape(args));
   return detail::visit_default_config(args, [&](auto config) -> Status {
     using Config = decltype(config);
+    // Instantiated only where it may run: an sm_90a build (HAWK_BUILD_SM90A) and a configuration it covers.
+    if constexpr (DefaultWgmmaChunkedConfig<Config>::kApplies && kWgmmaChunkedForwardBuilt) {
+      if (detail::runs_wgmma_chunked<Config>(args, workspace_bytes))
+        return WgmmaChunkedForward<typename DefaultWgmmaChunkedConfig<Config>::type>::run(args, workspace,
+                                                                                         workspace_bytes, stream);
+    }
     if (detail::runs_chunked<Config>(args, workspace_bytes))
       return ChunkedForward<typename DefaultChunkedConfig<Config>::type>::run(args, workspace, workspace_bytes, stream);
     return Forward<Config>::run(args, workspace, workspace_bytes, stream);
