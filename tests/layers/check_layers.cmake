@@ -8,8 +8,8 @@
 #
 # Layers, lowest first; a header may include its own layer or a lower one, never a higher one:
 #   0 core/                    (includes nothing outside core/)
-#   1 a family's foundation    <family>/{arguments, modes, config, chunked_config, gate_math, checkpoint_layout,
-#                              params},
+#   1 a family's foundation    <family>/{arguments, modes, config, chunked_config, wgmma_chunked_config, gate_math,
+#                              checkpoint_layout, params},
 #                              reference/
 #   2 <family>/block/          CTA-wide device pieces
 #   3 <family>/kernels/        one __global__ family per *_kernel(s).cuh (Params two kernels share: params.hpp)
@@ -45,7 +45,7 @@ function(hawk_layer_of rel out_layer out_family)
     set(layer 4)
   elseif(inner MATCHES "^context_parallel/" OR inner STREQUAL "dispatch.cuh")
     set(layer 5)
-  elseif(inner MATCHES "^(arguments|modes|config|chunked_config|gate_math|checkpoint_layout|params)\\.(hpp|cuh)$")
+  elseif(inner MATCHES "^(arguments|modes|config|chunked_config|wgmma_chunked_config|gate_math|checkpoint_layout|params)\\.(hpp|cuh)$")
     set(layer 1)
   else()
     set(layer 6)  # the family's umbrella and the forwarders kept at old paths
