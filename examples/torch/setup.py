@@ -52,7 +52,8 @@ except ImportError as error:
 VERSION = conf.cmake_project_version(REPO / "CMakeLists.txt")
 _capabilities = ([torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
                  if torch.cuda.is_available() else [])
-ARCH_LIST, ARCH_SOURCE = conf.resolve_arch_list(os.environ, _capabilities)
+_REQUESTED, ARCH_SOURCE = conf.resolve_arch_list(os.environ, _capabilities)
+ARCH_LIST = conf.compiled_arch_list(_REQUESTED)  # 9.0 as 9.0a: the Hopper chunked forward (_buildconf)
 
 
 class BuildExtensionAndData(BuildExtension):
@@ -86,7 +87,7 @@ setup(
             name=f"hawk_torch.{conf.EXTENSION_NAME}",
             sources=conf.SOURCES,  # relative to this folder, as setuptools wants them
             include_dirs=[str(INCLUDE), str(HERE / "csrc")],
-            extra_compile_args={"cxx": list(conf.CXX_FLAGS), "nvcc": list(conf.NVCC_FLAGS)},
+            extra_compile_args={"cxx": list(conf.CXX_FLAGS), "nvcc": conf.nvcc_flags(ARCH_LIST)},
         )
     ],
     cmdclass={"build_ext": BuildExtensionAndData},

@@ -152,7 +152,7 @@ def _jit_build(arch_list: str) -> str:
             sources=[str(_EXAMPLE_DIR / source) for source in _buildconf.SOURCES],
             extra_include_paths=[str(include), str(_EXAMPLE_DIR / "csrc")],
             extra_cflags=list(_buildconf.CXX_FLAGS),
-            extra_cuda_cflags=list(_buildconf.NVCC_FLAGS),
+            extra_cuda_cflags=_buildconf.nvcc_flags(arch_list),
             build_directory=str(build_directory()),
             is_python_module=False,
             with_cuda=True,
@@ -177,7 +177,8 @@ def load_library() -> BuildInfo:
         torch.ops.load_library(str(library))
     else:
         devices = _visible_devices()
-        arch_list, source = _buildconf.resolve_arch_list(os.environ, [cap for _, _, cap in devices])
+        requested, source = _buildconf.resolve_arch_list(os.environ, [cap for _, _, cap in devices])
+        arch_list = _buildconf.compiled_arch_list(requested)
         _check_devices(f"JIT build, architectures from {source}", arch_list)
         library_path = _jit_build(arch_list)  # first: it says clearly when there is no checkout to build from
         version = _buildconf.cmake_project_version(_REPO / "CMakeLists.txt")

@@ -6,9 +6,15 @@ Architectures, in order of precedence:
 
 1. ``TORCH_CUDA_ARCH_LIST`` (torch's variable, e.g. ``"9.0"`` or ``"8.0;9.0+PTX"``);
 2. ``HAWK_TORCH_ARCH`` (the older name, same syntax; the JIT build's variable so far);
-3. the compute capabilities of the visible GPUs (each one's SASS, the highest also as PTX);
+3. the compute capabilities of the visible GPUs (each one's SASS, the highest also as PTX unless it is 9.0: an
+   H100 / H200 gets the sm_90a build below instead);
 4. with no GPU visible: ``DEFAULT_ARCH_LIST``, every architecture from Ampere on that nvcc 13.0 builds and
    hawk's headers compile for, with PTX for the newest so that later GPUs can JIT-compile it.
+
+What is compiled (``compiled_arch_list``): every plain ``9.0`` becomes ``9.0a``, Hopper's feature set, and then
+``nvcc_flags`` adds ``-DHAWK_BUILD_SM90A`` (unless a plain sm_90 pass remains, e.g. from ``9.0+PTX``), so that
+``hawk::rglru::forward`` may run the Hopper chunked forward (wgmma) where it pays. ``9.0+PTX`` keeps portable
+compute_90 code and the other kernels.
 """
 
 from __future__ import annotations
@@ -94,9 +100,25 @@ def resolve_arch_list(environ: Mapping[str, str], capabilities: Sequence[Tuple[i
             return value, name
     if capabilities:
         found = sorted(set((int(major), int(minor)) for major, minor in capabilities))
-        archs = [Arch(major, minor, i == len(found) - 1) for i, (major, minor) in enumerate(found)]
+        archs = [Arch(major, minor, i == len(found) - 1 and (major, minor) != (9, 0))
+                 for i, (major, minor) in enumerate(found)]
         return format_arch_list(archs), "the visible GPU" + ("s" if len(found) > 1 else "")
     return DEFAULT_ARCH_LIST, "the default list, as no GPU is visible"
+
+
+def compiled_arch_list(arch_list: str) -> str:
+    """The list torch compiles for: ``arch_list`` with each plain 9.0 entry as 9.0a (the sm_90a feature set)."""
+    entries = [item for item in re.split(r"[;\s]+", arch_list.strip()) if item]
+    return ";".join("9.0a" if item == "9.0" else item for item in entries)
+
+
+def nvcc_flags(compiled: str) -> List[str]:
+    """NVCC_FLAGS for a compiled list (``compiled_arch_list``), with -DHAWK_BUILD_SM90A when it builds sm_90a and
+    no plain sm_90 pass (hawk's headers refuse the definition in a plain sm_90 pass)."""
+    entries = [item for item in re.split(r"[;\s]+", compiled.strip()) if item]
+    plain_90 = any(item.startswith("9.0") and not item.startswith("9.0a") for item in entries)
+    sm90a = any(item.startswith("9.0a") for item in entries)
+    return list(NVCC_FLAGS) + (["-DHAWK_BUILD_SM90A"] if sm90a and not plain_90 else [])
 
 
 def runs_on(archs: Sequence[Arch], capability: Tuple[int, int]) -> bool:

@@ -97,12 +97,24 @@ def test_the_architecture_list_comes_from_the_environment_then_the_gpus_then_the
     gpus = [(9, 0), (8, 0), (9, 0)]
     assert resolve({"TORCH_CUDA_ARCH_LIST": "8.6", "HAWK_TORCH_ARCH": "9.0"}, gpus) == ("8.6", "TORCH_CUDA_ARCH_LIST")
     assert resolve({"TORCH_CUDA_ARCH_LIST": " ", "HAWK_TORCH_ARCH": "10.0"}, gpus) == ("10.0", "HAWK_TORCH_ARCH")
-    assert resolve({}, gpus) == ("8.0;9.0+PTX", "the visible GPUs")
+    assert resolve({}, gpus) == ("8.0;9.0", "the visible GPUs")  # 9.0 compiles as 9.0a (compiled_arch_list)
+    assert resolve({}, [(9, 0), (10, 0)]) == ("9.0;10.0+PTX", "the visible GPUs")
     assert resolve({}, [(12, 0)]) == ("12.0+PTX", "the visible GPU")
     arch_list, source = resolve({}, [])
     assert arch_list == buildconf.DEFAULT_ARCH_LIST and "no GPU" in source
     with pytest.raises(ValueError, match="TORCH_CUDA_ARCH_LIST: cannot read 'sm_90'"):
         resolve({"TORCH_CUDA_ARCH_LIST": "sm_90"}, [])
+
+
+@pytest.mark.cpu
+def test_hopper_compiles_with_its_feature_set_and_the_promise_that_lets_forward_use_it():
+    assert buildconf.compiled_arch_list("8.0;9.0 10.0;12.0+PTX") == "8.0;9.0a;10.0;12.0+PTX"
+    assert buildconf.compiled_arch_list("9.0+PTX") == "9.0+PTX"  # portable PTX keeps a plain sm_90 pass
+    assert "-DHAWK_BUILD_SM90A" in buildconf.nvcc_flags("8.0;9.0a;12.0+PTX")
+    assert "-DHAWK_BUILD_SM90A" not in buildconf.nvcc_flags("9.0a;9.0+PTX")  # a plain sm_90 pass would #error
+    assert "-DHAWK_BUILD_SM90A" not in buildconf.nvcc_flags("8.0;8.6")
+    assert buildconf.nvcc_flags("8.0")[: len(buildconf.NVCC_FLAGS)] == buildconf.NVCC_FLAGS
+    assert buildconf.parse_arch_list("9.0a") == [buildconf.Arch(9, 0, False)]
 
 
 @pytest.mark.cpu
