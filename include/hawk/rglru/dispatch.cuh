@@ -12,7 +12,10 @@
 //! (dtype, mode, reset mode, W, H) — never from B, L, N, T or the device — so a sequence gives the same bits
 //! whatever batch it is in and however it is split into calls. Which kernel runs it (sequential or chunked)
 //! depends on the shape and the device, but both give the configuration's bits (tests/gpu/rglru/
-//! forward_chunked_test.cu and every per-dtype reference case compare them).
+//! forward_chunked_test.cu and every per-dtype reference case compare them). In sm_90a builds (HAWK_BUILD_SM90A) a
+//! third kernel, the Hopper chunked forward (`WgmmaChunkedForward`, operators/wgmma_chunked_forward.cuh), runs the
+//! 16-bit fused configurations at w = 128 and 256 where it pays (`detail::runs_wgmma_chunked`), with the same bits
+//! (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
 //!
 //! Shipped configurations (all TimeChunk = kDefaultTimeChunk = 64, so checkpoints of any default call use
 //! checkpoint_chunk = 64), for each of NoReset, ResetAtSequenceStart, ResetFlags:
@@ -133,7 +136,7 @@ struct DefaultChunkedConfig {
 //! sequential configuration `Config` where it pays (detail::runs_wgmma_chunked): same element, block width and
 //! policy, the same bits; 16-bit fused configurations at w = 128 and 256 only (`kApplies`). Chunks of 256 tokens:
 //! of 64, 128 and 256 they were the fastest at every shape with one to four long sequences (H200, bf16, 2026-12-01,
-//! bench/results/2026-12-01-h200-38d9cea-sweep/: 155 against 185 and 244 µs at (1, 8192, 2560, 10), 1123 against
+//! bench/results/2026-12-01-h200-6fd07e6/sweep-wgmma.json: 155 against 185 and 244 µs at (1, 8192, 2560, 10), 1123 against
 //! 1402 and 1883 at (1, 65536, 2560, 10), 43 against 53 and 67 at (1, 2048, 2048, 16)); at w = 64 the kernel was
 //! slower than the sequential forward (0.73x at (16, 1024, 1024, 16)).
 template <class Config>
