@@ -4,7 +4,8 @@
 //   profile_rglru_forward SHAPE KERNEL [CALLS]
 //     SHAPE:  seed | long | batch | longest   ((4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16),
 //             (1, 65536, 2560, 10)), bf16, fused, a reset at each sequence start, no h0
-//     KERNEL: sequential (hawk::rglru::forward, no workspace) | chunked (ChunkedForward<DefaultChunkedConfig<...>::type>)
+//     KERNEL: sequential (hawk::rglru::forward, no workspace)
+//             | chunked (ChunkedForward<DefaultChunkedConfig<...>::type>)
 //             | default (hawk::rglru::forward with forward_workspace_size: the kernel a caller gets)
 //     CALLS:  launches of the forward (default 3: ncu's --launch-skip picks one after the first)
 

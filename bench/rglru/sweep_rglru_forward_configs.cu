@@ -63,9 +63,8 @@ template <class Seq>
 struct PreviousForwardOp {
   static std::size_t workspace_size(const ForwardArguments& a) { return hawk::rglru::forward_workspace_size(a); }
   static hawk::Status run(const ForwardArguments& a, void* workspace, std::size_t bytes, cudaStream_t stream) {
-    if (hawk::rglru::detail::runs_chunked<Seq>(a, bytes))
-      return hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Seq>::type>::run(a, workspace, bytes,
-                                                                                                 stream);
+    using Chunked = hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Seq>::type>;
+    if (hawk::rglru::detail::runs_chunked<Seq>(a, bytes)) return Chunked::run(a, workspace, bytes, stream);
     return hawk::rglru::Forward<Seq>::run(a, workspace, bytes, stream);
   }
 };

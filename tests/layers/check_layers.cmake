@@ -24,6 +24,9 @@
 cmake_minimum_required(VERSION 3.25)
 
 # Sets ${out_layer}, ${out_family} for the header `rel` (a path below hawk/).
+# The foundation's headers of a family (layer 1), by name.
+set(foundation_names "arguments|modes|config|chunked_config|wgmma_chunked_config|gate_math|checkpoint_layout|params")
+
 function(hawk_layer_of rel out_layer out_family)
   if(rel STREQUAL "hawk.cuh")
     set(${out_layer} 6 PARENT_SCOPE)
@@ -45,7 +48,7 @@ function(hawk_layer_of rel out_layer out_family)
     set(layer 4)
   elseif(inner MATCHES "^context_parallel/" OR inner STREQUAL "dispatch.cuh")
     set(layer 5)
-  elseif(inner MATCHES "^(arguments|modes|config|chunked_config|wgmma_chunked_config|gate_math|checkpoint_layout|params)\\.(hpp|cuh)$")
+  elseif(inner MATCHES "^(${foundation_names})\\.(hpp|cuh)$")
     set(layer 1)
   else()
     set(layer 6)  # the family's umbrella and the forwarders kept at old paths

@@ -136,9 +136,9 @@ struct DefaultChunkedConfig {
 //! sequential configuration `Config` where it pays (detail::runs_wgmma_chunked): same element, block width and
 //! policy, the same bits; 16-bit fused configurations at w = 128 and 256 only (`kApplies`). Chunks of 256 tokens:
 //! of 64, 128 and 256 they were the fastest at every shape with one to four long sequences (H200, bf16, 2026-12-01,
-//! bench/results/2026-12-01-h200-6fd07e6/sweep-wgmma.json: 155 against 185 and 244 µs at (1, 8192, 2560, 10), 1123 against
-//! 1402 and 1883 at (1, 65536, 2560, 10), 43 against 53 and 67 at (1, 2048, 2048, 16)); at w = 64 the kernel was
-//! slower than the sequential forward (0.73x at (16, 1024, 1024, 16)).
+//! bench/results/2026-12-01-h200-6fd07e6/sweep-wgmma.json: 155 against 185 and 244 µs at (1, 8192, 2560, 10),
+//! 1123 against 1402 and 1883 at (1, 65536, 2560, 10), 43 against 53 and 67 at (1, 2048, 2048, 16)); at w = 64
+//! the kernel was slower than the sequential forward (0.73x at (16, 1024, 1024, 16)).
 template <class Config>
 struct DefaultWgmmaChunkedConfig {
   static constexpr bool kApplies = Config::kFused && sizeof(typename Config::Element) == 2 &&

@@ -1,7 +1,8 @@
 #pragma once
 //! \file
-//! `GateInputs` (the forward's inputs, typed), `ForwardParams` and `ChunkedForwardParams`: what the forward, chunked-forward and decode
-//! kernels read (kernels/forward_kernel.cuh, kernels/chunked_forward_kernel.cuh, kernels/decode_step_kernel.cuh);
+//! `GateInputs` (the forward's inputs, typed), `ForwardParams` and `ChunkedForwardParams`: what the forward,
+//! chunked-forward and decode kernels read (kernels/forward_kernel.cuh, kernels/chunked_forward_kernel.cuh,
+//! kernels/wgmma_chunked_forward_kernel.cuh, kernels/decode_step_kernel.cuh);
 //! the backward scan's params start with the same GateInputs. In the family's foundation, below the kernels,
 //! because several kernels take them and no kernel may include another kernel's file; the operators fill them
 //! from the Arguments (operators/lowering.hpp).
@@ -49,8 +50,9 @@ struct ForwardParams : GateInputs<Element> {
   const unsigned int* checks = nullptr;
 };
 
-//! What the chunked forward kernels read (kernels/chunked_forward_kernel.cuh, kernels/wgmma_chunked_forward_kernel.cuh):
-//! the sequential forward's parameters plus the chain's buffers (block/chained_carry.cuh).
+//! What the chunked forward kernels read (kernels/chunked_forward_kernel.cuh and
+//! kernels/wgmma_chunked_forward_kernel.cuh): the sequential forward's parameters plus the chain's buffers
+//! (block/chained_carry.cuh).
 template <class Element>
 struct ChunkedForwardParams {
   ForwardParams<Element> forward;

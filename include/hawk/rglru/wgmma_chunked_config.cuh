@@ -97,7 +97,8 @@ struct WgmmaChunkedForwardConfig {
   //! The gate tile overlays the operands once every warpgroup's products are done.
   static constexpr std::size_t kGateOffset = 0;
   static constexpr std::size_t kGateBytes = sizeof(float) * Chunk_ * kGateStride;
-  static constexpr std::size_t kRegionBytes = ((kOperandBytes > kGateBytes ? kOperandBytes : kGateBytes) + 1023) / 1024 * 1024;
+  static constexpr std::size_t kLargerBytes = kOperandBytes > kGateBytes ? kOperandBytes : kGateBytes;
+  static constexpr std::size_t kRegionBytes = (kLargerBytes + 1023) / 1024 * 1024;
   //! Per-channel constants of the CTA's 64 channels: -c · softplus(a_param), bx, ba.
   static constexpr std::size_t kConstantsOffset = kRegionBytes;
   static constexpr std::size_t kBarrierOffset = kConstantsOffset + 3 * 64 * sizeof(float);

@@ -113,7 +113,8 @@ TEST_CASE("a long Hopper chain (hundreds of chunks per sequence, dense and packe
     INFO("packed=" << packed);
     const std::vector<std::int64_t> lengths =
         packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
-    const Problem p = rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
+    const Problem p =
+        rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
     const ForwardOutputs sequential =
         rglru_test::run_forward_outputs<Bf16, hawk::rglru::Forward<Sequential<Bf16, NoReset, 128>>>(p);
     for (int run = 0; run < 5; ++run) {
@@ -128,7 +129,8 @@ TEST_CASE("the Hopper chunked forward refuses operands the tensor copies cannot 
   if (!on_sm90()) return;
   using Config = WgmmaChunkedForwardConfig<Bf16, 128, 128, ResetFlags>;
   using Op = hawk::rglru::WgmmaChunkedForward<Config>;
-  const Problem p = rglru_test::make_problem<Bf16>(256, 2, {300, 17}, true, kFused, hawk::rglru::ResetMode::kFlags, true);
+  const Problem p =
+      rglru_test::make_problem<Bf16>(256, 2, {300, 17}, true, kFused, hawk::rglru::ResetMode::kFlags, true);
   rglru_test::DeviceProblem<Bf16> d(p);
   const auto poisoned_y = hawk_test::bytes_of(d.y);
   hawk::rglru::ForwardArguments a = d.arguments(p);
