@@ -56,15 +56,8 @@ void check_chunk_independence(const std::vector<std::int64_t>& lengths, bool pac
   }
   // Negative control: x of one token of the longest sequence moved by 1 (a one-ulp nudge could leave every bf16
   // y row as it was and be dropped by a later reset: seed 7132249384290081559 did); the comparison must see it.
-  Problem changed = p;
-  std::size_t longest = 0;
-  for (std::size_t n = 1; n < lengths.size(); ++n)
-    if (lengths[n] > lengths[longest]) longest = n;
-  const std::int64_t token = p.cu_seqlens[longest] + lengths[longest] / 2;
-  auto& value = changed.x[static_cast<std::size_t>(token * W + 5)];
-  value = value > 0 ? value - 1.0 : value + 1.0;
-  const Outputs different =
-      run_op<E, hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Seq>::type>>(changed);
+  using Shipped = hawk::rglru::ChunkedForward<typename hawk::rglru::DefaultChunkedConfig<Seq>::type>;
+  const Outputs different = run_op<E, Shipped>(rglru_test::with_one_x_changed(p));
   CHECK_FALSE(different == sequential);
 }
 

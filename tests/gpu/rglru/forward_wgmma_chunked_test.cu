@@ -58,15 +58,8 @@ void check_against_sequential(const std::vector<std::int64_t>& lengths, bool pac
     CHECK(chunked.decay == sequential.decay);
     CHECK(chunked.checkpoints == sequential.checkpoints);
   }
-  Problem changed = p;
-  std::size_t longest = 0;
-  for (std::size_t n = 1; n < lengths.size(); ++n)
-    if (lengths[n] > lengths[longest]) longest = n;
-  const std::int64_t token = p.cu_seqlens[longest] + lengths[longest] / 2;
-  auto& value = changed.x[static_cast<std::size_t>(token * W + 5)];
-  value = value > 0 ? value - 1.0 : value + 1.0;
   using First = typename std::tuple_element<0, std::tuple<Configs...>>::type;
-  CHECK_FALSE(run_wgmma<E, First>(changed) == sequential);
+  CHECK_FALSE(run_wgmma<E, First>(rglru_test::with_one_x_changed(p)) == sequential);
 }
 
 // Lengths 1, 2, odd, not a multiple of any chunk, exactly one chunk, empty, several chunks (make_problem's reset

@@ -215,6 +215,20 @@ ForwardOutputs run_forward_outputs(const Problem& p) {
           hawk_test::bytes_of(d.checkpoints)};
 }
 
+//! `p` with x of one token of its longest sequence (its middle token, channel 5) moved by 1: a change every
+//! forward must show in its outputs (a one-ulp nudge could leave every bf16 y row as it was and be dropped by a
+//! later reset). The negative control of the bitwise comparisons.
+inline Problem with_one_x_changed(const Problem& p) {
+  Problem changed = p;
+  std::int64_t longest = 0;
+  for (std::int64_t n = 1; n < p.num_sequences(); ++n)
+    if (p.cu_seqlens[n + 1] - p.cu_seqlens[n] > p.cu_seqlens[longest + 1] - p.cu_seqlens[longest]) longest = n;
+  const std::int64_t token = p.cu_seqlens[longest] + (p.cu_seqlens[longest + 1] - p.cu_seqlens[longest]) / 2;
+  auto& value = changed.x[static_cast<std::size_t>(token * p.width + 5)];
+  value = value > 0 ? value - 1.0 : value + 1.0;
+  return changed;
+}
+
 //! A few ulps of E relative to the largest |value|: the bound on any one element's error.
 template <class E>
 double element_bound(double max_abs_value) {
