@@ -36,7 +36,7 @@ def _import_in_subprocess(**environment):
 def _arch_list_of_the_library_under_test() -> str:
     if compiled_library_present():
         return load_standalone("_build_info").ARCH_LIST
-    return buildconf.resolve_arch_list(os.environ, [])[0]
+    return buildconf.compiled_arch_list(buildconf.resolve_arch_list(os.environ, [])[0])  # what the JIT build compiles
 
 
 def compiled_library_present() -> bool:
