@@ -100,16 +100,6 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-//! Makes this thread's ordinary shared-memory stores visible to wgmma's reads (the copy engine's writes, seen
-//! through a transaction barrier, need no fence).
-__device__ __forceinline__ void fence_shared_for_async_reads() {
-#if defined(HAWK_HAS_WGMMA)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#else
-  __trap();
-#endif
-}
-
 namespace detail {
 
 #define HAWK_WGMMA_M64N64K16(TYPE, TRANSPOSE_B)                                                                    \
