@@ -234,6 +234,25 @@ std::size_t forward_workspace_size(const ForwardArguments& args) {
 
 namespace detail {
 
+//! Whether the sequential grid of `Config` (one CTA per sequence and width tile) fills at most three quarters of
+//! the CTAs the device runs at once: the idle-grid half of runs_chunked's rule, from cached device attributes and
+//! arithmetic only. Any query failure says no.
+template <class Config>
+bool sequential_grid_idles(const ProblemShape& s) {
+  if (s.width <= 0) return false;
+  int multiprocessors = 0, shared_per_multiprocessor = 0;
+  if (!device_multiprocessor_count(multiprocessors).ok() ||
+      !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
+    return false;
+  // Sequential CTAs one SM holds: by shared memory (1 KB of it reserved per CTA) and by threads.
+  const std::int64_t by_shared =
+      static_cast<std::int64_t>(shared_per_multiprocessor) / static_cast<std::int64_t>(Config::kSharedBytes + 1024);
+  const std::int64_t by_threads = 2048 / Config::kKernelThreads;
+  const std::int64_t per_multiprocessor = std::max<std::int64_t>(1, std::min(by_shared, by_threads));
+  const double sequential_ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
+  return 4.0 * sequential_ctas <= 3.0 * static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+}
+
 //! Whether forward() runs `Config` as the chunked forward: in fused mode, when the sequences are longer than a
 //! chunk on average, the workspace holds the carries, and the sequential grid (one CTA per sequence and width
 //! tile, each walking its whole sequence) fills at most three quarters of the CTAs the device runs at once, so
@@ -247,22 +266,9 @@ namespace detail {
 template <class Config>
 bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   using Chunked = ChunkedForward<typename DefaultChunkedConfig<Config>::type>;
-  const ProblemShape& s = args.shape;
-  if (!chunking_may_pay(args) || s.width <= 0) return false;
-  // The cheap question first (cached device attributes, arithmetic): on a full grid, the common training case,
-  // the chunked operator's host checks and workspace size are never asked.
-  int multiprocessors = 0, shared_per_multiprocessor = 0;
-  if (!device_multiprocessor_count(multiprocessors).ok() ||
-      !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
-    return false;
-  // Sequential CTAs one SM holds: by shared memory (1 KB of it reserved per CTA) and by threads.
-  const std::int64_t by_shared =
-      static_cast<std::int64_t>(shared_per_multiprocessor) / static_cast<std::int64_t>(Config::kSharedBytes + 1024);
-  const std::int64_t by_threads = 2048 / Config::kKernelThreads;
-  const std::int64_t per_multiprocessor = std::max<std::int64_t>(1, std::min(by_shared, by_threads));
-  const double sequential_ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-  if (4.0 * sequential_ctas > 3.0 * static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor))
-    return false;
+  // The cheap questions first: on a full grid, the common training case, the chunked operator's host checks and
+  // workspace size are never asked.
+  if (!chunking_may_pay(args) || !sequential_grid_idles<Config>(args.shape)) return false;
   return workspace_bytes >= Chunked::workspace_size(args) && Chunked::check_host(args).ok();
 }
 
@@ -270,8 +276,8 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
 //! unit built for sm_90a with HAWK_BUILD_SM90A and an sm_90 device: for 16-bit fused configurations at w = 256
 //! whenever the sequences are longer than a chunk on average (it beat what forward() ran before at every such
 //! measured shape, full grids included: 1.53x at (4, 8192, 2560, 10), 1.65x at (1, 8192, 2560, 10), 1.73x at
-//! (1, 65536, 2560, 10)), and at w = 128 where the sequential grid would idle (the chunked forward's rule,
-//! runs_chunked: 1.26x at (1, 2048, 2048, 16); 1.00x at the full grid of (4, 2048, 2048, 16)). The workspace
+//! (1, 65536, 2560, 10)), and at w = 128 where the sequential grid would idle (sequential_grid_idles, the chunked
+//! forward's rule: 1.26x at (1, 2048, 2048, 16); 1.00x at the full grid of (4, 2048, 2048, 16)). The workspace
 //! forward_workspace_size asks for holds its carries (its chunks are longer than kDefaultChunk). The choice never
 //! changes a bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
 template <class Config>
@@ -284,7 +290,8 @@ bool runs_wgmma_chunked(const ForwardArguments& args, std::size_t workspace_byte
   } else {
     using Op = WgmmaChunkedForward<typename Wgmma::type>;
     if (!chunking_may_pay(args)) return false;
-    if (Config::kBlockWidth == 128 && !runs_chunked<Config>(args, workspace_bytes)) return false;
+    // At w = 128 only where the sequential grid idles (its own host checks and workspace are asked below).
+    if (Config::kBlockWidth == 128 && !sequential_grid_idles<Config>(args.shape)) return false;
     int major = 0;
     if (!device_compute_capability_major(major).ok() || major != 9) return false;
     return workspace_bytes >= Op::workspace_size(args) && Op::check_host(args).ok();
