@@ -266,6 +266,10 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<WgmmaChunkedForward<C64>, Previous>(name, shape, kFused, wgmma_config_name<C64>()));
       rows.push_back(compare_ops<WgmmaChunkedForward<C128>, Previous>(name, shape, kFused, wgmma_config_name<C128>()));
       rows.push_back(compare_ops<WgmmaChunkedForward<C256>, Previous>(name, shape, kFused, wgmma_config_name<C256>()));
+      using Persistent = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy>;
+      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Persistent>, Previous>(
+          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 128, Threads 320, smem " +
+                                   std::to_string(Persistent::kSharedBytes / 1024) + " KB"));
     };
     using W64 = std::integral_constant<int, 64>;
     using W128 = std::integral_constant<int, 128>;

@@ -16,3 +16,4 @@
 #include "hawk/rglru/operators/decode_step.cuh"
 #include "hawk/rglru/operators/forward.cuh"
 #include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
+#include "hawk/rglru/operators/wgmma_persistent_forward.cuh"

@@ -114,3 +114,55 @@ struct WgmmaChunkedForwardConfig {
 
 }  // namespace rglru
 }  // namespace hawk
+
+namespace hawk {
+namespace rglru {
+
+//! The persistent, pipelined form of the Hopper chunked forward (kernels/wgmma_persistent_forward_kernel.cuh): one CTA
+//! per SM takes chunk tickets in a loop; its 256 producer threads (two warpgroups, 64 tokens each) copy, project and
+//! compute the gates of ticket k + 1 while its 64 chain threads run ticket k's chain and store its y, so that a
+//! chunk's wait for its carry no longer idles the SM. Chunks of 128 tokens; the same bits as the sequential forward.
+template <class Element_, int BlockWidth_, class ResetPolicy_>
+struct WgmmaPersistentForwardConfig {
+  //! The one-shot configuration whose operand layout, checks and tile sizes this one reuses.
+  using OneShot = WgmmaChunkedForwardConfig<Element_, BlockWidth_, 128, ResetPolicy_>;
+  using Element = Element_;
+  using ResetPolicy = ResetPolicy_;
+  using Checked = typename OneShot::Checked;
+  static constexpr GateMode kMode = GateMode::kFused;
+  static constexpr bool kFused = true;
+  static constexpr int kBlockWidth = BlockWidth_;
+  static constexpr int kChunk = OneShot::kChunk;
+  static constexpr int kTileTokens = OneShot::kTileTokens;
+  static constexpr int kWidthTile = OneShot::kWidthTile;
+  static constexpr int kWarpgroups = OneShot::kWarpgroups;
+  static constexpr int kPanels = OneShot::kPanels;
+  static constexpr int kVec = OneShot::kVec;
+  static constexpr int kCheckpointChunk = OneShot::kCheckpointChunk;
+  static constexpr int kTimeChunk = OneShot::kTimeChunk;
+  static constexpr int kGateStride = OneShot::kGateStride;
+  static constexpr int kProducerThreads = 128 * kWarpgroups;
+  static constexpr int kChainThreads = kWidthTile;
+  static constexpr int kThreads = kProducerThreads + kChainThreads;
+
+  static constexpr std::size_t kWeightPanelBytes = OneShot::kWeightPanelBytes;
+  static constexpr std::size_t kXPanelBytes = OneShot::kXPanelBytes;
+  static constexpr std::size_t kXTileBytes = OneShot::kXTileBytes;
+  static constexpr std::size_t kWxOffset = OneShot::kWxOffset;
+  static constexpr std::size_t kWaOffset = OneShot::kWaOffset;
+  static constexpr std::size_t kXOffset = OneShot::kXOffset;
+  static constexpr std::size_t kCopyBytes = OneShot::kCopyBytes;
+  //! The gate tile has its own region here: the producers copy the next ticket's operands while the chain reads it.
+  static constexpr std::size_t kGateOffset = (OneShot::kOperandBytes + 1023) / 1024 * 1024;
+  static constexpr std::size_t kGateBytes = OneShot::kGateBytes;
+  //! Two ticket slots (ticket k in slot k % 2), then the barriers: operands full, gates full, gates free.
+  static constexpr std::size_t kTicketOffset = (kGateOffset + kGateBytes + 127) / 128 * 128;
+  static constexpr std::size_t kBarrierOffset = kTicketOffset + 16;
+  static constexpr std::size_t kSharedBytes = kBarrierOffset + 3 * 8 + 1024;
+  static_assert(kSharedBytes <= 227u * 1024u, "WgmmaPersistentForwardConfig: shared memory exceeds 227 KB per CTA");
+
+  static const char* mode_name() { return "fused"; }
+};
+
+}  // namespace rglru
+}  // namespace hawk

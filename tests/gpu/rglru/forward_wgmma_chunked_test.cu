@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
+#include "hawk/rglru/operators/wgmma_persistent_forward.cuh"
 #include "support.cuh"
 
 namespace {
@@ -36,9 +37,20 @@ bool on_sm90() {
 template <class E, class Policy, int BlockWidth>
 using Sequential = typename hawk::rglru::DefaultFusedConfig<E, BlockWidth, Policy>::type;
 
+//! The operator of a Hopper configuration: one-shot (WgmmaChunkedForwardConfig) or persistent
+//! (WgmmaPersistentForwardConfig, which names its one-shot twin as OneShot).
+template <class Config, class = void>
+struct OperatorOf {
+  using type = hawk::rglru::WgmmaChunkedForward<Config>;
+};
+template <class Config>
+struct OperatorOf<Config, std::void_t<typename Config::OneShot>> {
+  using type = hawk::rglru::WgmmaPersistentForward<Config>;
+};
+
 template <class E, class Config>
 ForwardOutputs run_wgmma(const Problem& p) {
-  return rglru_test::run_forward_outputs<E, hawk::rglru::WgmmaChunkedForward<Config>>(p);
+  return rglru_test::run_forward_outputs<E, typename OperatorOf<Config>::type>(p);
 }
 
 //! Every configuration in Configs (same element, block width and policy) against the shipped sequential forward;
@@ -139,4 +151,41 @@ TEST_CASE("the Hopper chunked forward refuses operands the tensor copies cannot 
   REQUIRE(Op::run(a, hawk_test::raw(workspace), workspace.size(), nullptr).ok());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   CHECK(hawk_test::bytes_of(d.y) != poisoned_y);
+}
+
+TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's bits", "[rglru][forward][chunked][wgmma][persistent]") {
+  if (!on_sm90()) return;
+  using hawk::rglru::WgmmaPersistentForwardConfig;
+  SECTION("bf16 w = 256, no reset, h0, packed") {
+    check_against_sequential<Bf16, NoReset, 256, WgmmaPersistentForwardConfig<Bf16, 256, NoReset>>(kPackedLengths, true,
+                                                                                                 true);
+  }
+  SECTION("bf16 w = 128, reset flags, h0, packed") {
+    check_against_sequential<Bf16, ResetFlags, 128, WgmmaPersistentForwardConfig<Bf16, 128, ResetFlags>>(kPackedLengths,
+                                                                                                        true, true);
+  }
+  SECTION("fp16 w = 64 and bf16 w = 256, reset at sequence start, dense L = 1, 2, 257, 700") {
+    for (std::int64_t L : {1, 2, 257, 700}) {
+      check_against_sequential<__half, ResetAtSequenceStart, 64,
+                               WgmmaPersistentForwardConfig<__half, 64, ResetAtSequenceStart>>({L, L, L}, false, true);
+      check_against_sequential<Bf16, ResetAtSequenceStart, 256,
+                               WgmmaPersistentForwardConfig<Bf16, 256, ResetAtSequenceStart>>({L, L}, false, true);
+    }
+  }
+  SECTION("a long chain, dense and packed, repeated") {
+    using Config = WgmmaPersistentForwardConfig<Bf16, 128, NoReset>;
+    for (bool packed : {false, true}) {
+      INFO("packed=" << packed);
+      const std::vector<std::int64_t> lengths =
+          packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
+      const Problem p =
+          rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
+      const ForwardOutputs sequential =
+          rglru_test::run_forward_outputs<Bf16, hawk::rglru::Forward<Sequential<Bf16, NoReset, 128>>>(p);
+      for (int run = 0; run < 3; ++run) {
+        INFO("run " << run);
+        REQUIRE(run_wgmma<Bf16, Config>(p) == sequential);
+      }
+    }
+  }
 }

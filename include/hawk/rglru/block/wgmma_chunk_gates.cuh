@@ -57,8 +57,8 @@ struct WgmmaChunkTiles {
 //! By thread 0 (after the barrier's initialisation is visible to it): one use of `tiles.barrier` for the weight
 //! columns [col_in_block, +64) of block `block` (Wx and Wa as [H·w][w] matrices) and the chunk's x rows of the
 //! block from token `first_token` on (Chunk / 64 tiles of kPanels boxes). Rows past the matrix arrive as zeros.
-template <class Config>
-__device__ __forceinline__ void issue_chunk_copies(const WgmmaChunkTiles<Config>& tiles, const void* x_map,
+template <class Config, class Tiles = WgmmaChunkTiles<Config>>
+__device__ __forceinline__ void issue_chunk_copies(const Tiles& tiles, const void* x_map,
                                                    const void* wx_map, const void* wa_map, int block,
                                                    int col_in_block, int first_token) {
   constexpr int kW = Config::kBlockWidth;
@@ -77,8 +77,8 @@ namespace detail {
 
 //! gx = x_tile · Wx and ga = x_tile · Wa for 64 tokens x 64 channels, k ascending from zero (no bias), by the
 //! calling warpgroup; returns when the accumulators are final.
-template <class Config>
-__device__ __forceinline__ void project_token_tile(const WgmmaChunkTiles<Config>& tiles, int g, float (&gx)[32],
+template <class Config, class Tiles = WgmmaChunkTiles<Config>>
+__device__ __forceinline__ void project_token_tile(const Tiles& tiles, int g, float (&gx)[32],
                                                    float (&ga)[32]) {
   using Element = typename Config::Element;
   const auto* x = reinterpret_cast<const Element*>(tiles.x_tile(g));
@@ -99,8 +99,8 @@ __device__ __forceinline__ void project_token_tile(const WgmmaChunkTiles<Config>
 
 //! The two adjacent x elements (row, c) and (row, c + 1) of the CTA's channels in token tile `g`: chunk c / 8 of
 //! row `row` in the panel of the CTA's channels, stored at chunk (c / 8) ^ (row % 8) (the 128-byte swizzle).
-template <class Config>
-__device__ __forceinline__ void load_x_pair(const WgmmaChunkTiles<Config>& tiles, int g, int panel, int row, int c,
+template <class Config, class Tiles = WgmmaChunkTiles<Config>>
+__device__ __forceinline__ void load_x_pair(const Tiles& tiles, int g, int panel, int row, int c,
                                             float& first, float& second) {
   using Element = typename Config::Element;
   const unsigned char* row_bytes = tiles.x_tile(g) + panel * Config::kXPanelBytes + row * 128;
