@@ -84,6 +84,10 @@ __device__ __forceinline__ void project_token_tile(const Tiles& tiles, int g, fl
   const auto* x = reinterpret_cast<const Element*>(tiles.x_tile(g));
 #pragma unroll
   for (int e = 0; e < 32; ++e) gx[e] = ga[e] = 0.0f;
+  // Pin the zeroed accumulators before the fence, so that the compiler cannot move their moves among the wgmma
+  // steps (ptxas would then insert warpgroup waits between them).
+#pragma unroll
+  for (int e = 0; e < 32; ++e) asm volatile("" : "+f"(gx[e]), "+f"(ga[e])::"memory");
   wgmma_fence();
 #pragma unroll
   for (int k0 = 0; k0 < Config::kBlockWidth; k0 += 16) {
@@ -95,6 +99,8 @@ __device__ __forceinline__ void project_token_tile(const Tiles& tiles, int g, fl
   }
   wgmma_commit();
   wgmma_wait<0>();
+#pragma unroll
+  for (int e = 0; e < 32; ++e) asm volatile("" : "+f"(gx[e]), "+f"(ga[e])::"memory");
 }
 
 //! The two adjacent x elements (row, c) and (row, c + 1) of the CTA's channels in token tile `g`: chunk c / 8 of
