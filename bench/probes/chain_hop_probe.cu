@@ -1,8 +1,9 @@
 // What does one hop of the chunked forward's exact chain cost on this GPU, with nothing else running? A hop is what
 // the critical path of one long sequence pays per time chunk: acquire the predecessor chunk's carry (hawk's
-// acquire_carry: ld.acquire.gpu spins), run the chunk's serial fused multiply-adds, publish the new carry (hawk's
-// publish_carry: st.release.gpu). L = 65536 in chunks of 128 is 512 hops in series, so the hop decides how large a
-// chunk issue 16's next kernel needs (the target there is 640 µs for the whole forward).
+// acquire_carry: relaxed spins), run the chunk's serial fused multiply-adds, publish the new carry (hawk's
+// publish_carry: a relaxed store, as the forward without a decay output publishes). L = 65536 in chunks of 128 is
+// 512 hops in series, so the hop decides how large a chunk issue 16's next kernel needs (the target there is 640 µs
+// for the whole forward).
 //
 // Each CTA of one warp takes a ticket (hawk's take_chunk_ticket), which names a (chain, hop) in hop-major order as
 // the chunked forward's dense tickets do, and runs that hop for 32 channels. Timed per launch with CUDA events
@@ -42,7 +43,7 @@ __global__ void __launch_bounds__(32) chain_kernel(Chain c) {
   const int channel = chain * 32 + static_cast<int>(threadIdx.x);
   const int width = c.chains * 32;
   float h = 0.0f;
-  if (hop > 0) h = hawk::rglru::acquire_carry(c.words + static_cast<std::size_t>(hop - 1) * width + channel);
+  if (hop > 0) h = hawk::rglru::acquire_carry(c.words + static_cast<std::size_t>(hop - 1) * width + channel, false);
   // a and u differ per channel and step so that nothing folds; the chain of FMAs is serial as in scan_chunk.
   const float a = 0.999f - 1e-4f * static_cast<float>(threadIdx.x);
   float u = 1e-3f * static_cast<float>(chain + 1);
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(32) chain_kernel(Chain c) {
     h = fmaf(a, h, u);
     u += 1e-7f;
   }
-  hawk::rglru::publish_carry(c.words + static_cast<std::size_t>(hop) * width + channel, h);
+  hawk::rglru::publish_carry(c.words + static_cast<std::size_t>(hop) * width + channel, h, false);
   if (hop == c.hops - 1) c.out[channel] = h;
 }
 

@@ -196,15 +196,16 @@ struct ForwardOutputs {
   }
 };
 
-//! One forward of `p` through Op (Forward<...>, ChunkedForward<...>, ...), decay output on, outputs poisoned;
-//! requires the call to succeed.
+//! One forward of `p` through Op (Forward<...>, ChunkedForward<...>, ...), outputs poisoned, the decay output
+//! on unless `with_decay` is false (then the chained kernels publish their carries without a release: another
+//! path to test); requires the call to succeed.
 template <class E, class Op>
-ForwardOutputs run_forward_outputs(const Problem& p) {
+ForwardOutputs run_forward_outputs(const Problem& p, bool with_decay = true) {
   DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-  thrust::device_vector<float> decay(static_cast<std::size_t>(p.num_sequences() * p.width));
+  thrust::device_vector<float> decay(with_decay ? static_cast<std::size_t>(p.num_sequences() * p.width) : 0);
   hawk_test::poison(decay);
   ForwardArguments a = d.arguments(p);
-  a.decay = hawk_test::raw(decay);
+  if (with_decay) a.decay = hawk_test::raw(decay);
   const std::size_t bytes = Op::workspace_size(a);
   if (d.workspace.size() < bytes) d.workspace.resize(bytes);
   const hawk::Status status = Op::run(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr);

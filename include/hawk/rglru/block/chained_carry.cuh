@@ -10,12 +10,13 @@
 //! ids, in the single-pass scan).
 //!
 //! Carries. Each (carry row, channel) has one 64-bit word: the fp32 state in the low half, a "published" flag
-//! in the high half. The CTA that owns a chunk writes the word of each of its channels with one release store
-//! once the chunk's last token is done; the successor chunk's thread for that channel spins on it with acquire
-//! loads. One word per channel means one round trip per hop, no CTA barrier on either side, and the value and
+//! in the high half. The CTA that owns a chunk writes the word of each of its channels with one store once the
+//! chunk's last token is done (a release store when a decay carry rides along); the successor chunk's thread for
+//! that channel spins on it with relaxed loads (then one acquire fence before it reads the decay carry). One word
+//! per channel means one round trip per hop, no CTA barrier on either side, and the value and
 //! the flag can never be seen apart. The flags are cleared by the host (a memset of the words) before every
 //! call, so a replayed CUDA graph or a reused workspace never sees a stale flag; the decay carry, when asked
-//! for, is a plain fp32 array written before the release and read after the acquire.
+//! for, is a plain fp32 array written before the release and read after the acquire fence.
 //!
 //! Layout of the chain's part of the workspace (after the device checks'): the ticket counter, then the carry
 //! words [rows][W], then the decay carries [rows][W]; rows = checkpoint_rows(T, N, Chunk), one per possible
@@ -94,21 +95,31 @@ __device__ __forceinline__ unsigned long long take_chunk_ticket(unsigned long lo
 //! The flag in the high half of a published carry word.
 constexpr unsigned long long kCarryPublished = 1ull << 32;
 
-//! Publish `h` as the carry of this thread's channel: every write this thread made before (the decay carry,
-//! checkpoints) is visible to whoever acquires the word.
-__device__ __forceinline__ void publish_carry(unsigned long long* word, float h) {
+//! Publish `h` as the carry of this thread's channel. With `after_earlier_writes` (a decay carry rides along),
+//! a release store: every write this thread made before is visible to whoever acquires the word. Without, a
+//! relaxed store, which costs the chain no memory barrier: the successor reads nothing else this thread wrote
+//! (the value and its flag travel in the one word).
+__device__ __forceinline__ void publish_carry(unsigned long long* word, float h, bool after_earlier_writes) {
   const unsigned long long value = kCarryPublished | __float_as_uint(h);
-  asm volatile("st.release.gpu.global.b64 [%0], %1;\n" ::"l"(word), "l"(value) : "memory");
+  if (after_earlier_writes) {
+    asm volatile("st.release.gpu.global.b64 [%0], %1;\n" ::"l"(word), "l"(value) : "memory");
+  } else {
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(word), "l"(value) : "memory");
+  }
 }
 
-//! Wait until the carry word is published and return its state. Spins on acquire loads: the predecessor is a
-//! running CTA (tickets), so the wait ends.
-__device__ __forceinline__ float acquire_carry(const unsigned long long* word) {
+//! Wait until the carry word is published and return its state. Spins on relaxed loads (an ld.acquire would
+//! invalidate the SM's L1 on every spin, evicting the spills and cached constants of every other warp there);
+//! with `then_acquire` (the predecessor's decay carry is read next), one acquire fence after: the fence pattern of
+//! the PTX memory model, pairing with publish_carry's release. The predecessor is a running CTA (tickets), so the
+//! wait ends.
+__device__ __forceinline__ float acquire_carry(const unsigned long long* word, bool then_acquire) {
   unsigned long long value;
   for (;;) {
-    asm volatile("ld.acquire.gpu.global.b64 %0, [%1];\n" : "=l"(value) : "l"(word) : "memory");
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(value) : "l"(word) : "memory");
     if (value & kCarryPublished) break;
   }
+  if (then_acquire) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
   return __uint_as_float(static_cast<unsigned int>(value));
 }
 

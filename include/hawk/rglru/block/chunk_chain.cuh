@@ -94,7 +94,7 @@ __device__ __forceinline__ detail::ClaimedChunk claim_chunk(const ChunkedForward
   const bool scan_thread = thread < kWidthTile;
   const auto publish_nothing = [&] {
     if (f.decay != nullptr) p.carry_decay[work.slot * W + col] = 1.0f;
-    publish_carry(p.carry_words + work.slot * W + col, 0.0f);
+    publish_carry(p.carry_words + work.slot * W + col, 0.0f, f.decay != nullptr);
   };
   detail::ClaimedChunk claimed;
   claimed.run = false;
@@ -127,12 +127,12 @@ __device__ __forceinline__ detail::ClaimedChunk claim_chunk(const ChunkedForward
 }
 
 //! Phase 2, by thread `lane` < WidthTile (one channel each): the carry entering the chunk (h0 or the
-//! predecessor's published state), the recurrence over `gates` (a_bar | u rows, ChunkScan's layout: h is left
-//! over u), the checkpoints, then this chunk's carry published for the successor and, at the sequence's last
-//! chunk, h_final and the decay.
-template <class Config, class Element>
+//! predecessor's published state), the recurrence over the gate tile `tile` (block/chunk_scan.cuh: PaddedGateTile
+//! or PairedGateTile: where a_bar and u lie and h is kept), the checkpoints, then this chunk's carry published for
+//! the successor and, at the sequence's last chunk, h_final and the decay.
+template <class Config, class Element, class Tile>
 __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>& p, const detail::ChunkTicketWork& work,
-                                            const detail::ClaimedChunk& claimed, float* gates, int lane) {
+                                            const detail::ClaimedChunk& claimed, const Tile& tile, int lane) {
   using Policy = typename Config::ResetPolicy;
   const ForwardParams<Element>& f = p.forward;
   const std::int64_t W = f.width;
@@ -145,7 +145,7 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
     if (f.h0 != nullptr && Policy::kMode != ResetMode::kSequenceStart) h = f.h0[claimed.state_row * W + col];
   } else {
     const std::int64_t previous = (work.slot - 1) * W + col;
-    h = acquire_carry(p.carry_words + previous);
+    h = acquire_carry(p.carry_words + previous, want_decay);
     if (want_decay) decay = load_relaxed(p.carry_decay + previous);
   }
   ChunkCheckpoints checkpoints{nullptr, W};
@@ -155,9 +155,10 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
     const std::int64_t row = c.begin / kCP + work.n + c.chunk_start / kCP;  // checkpoint_row()
     checkpoints.first = f.checkpoints + row * W + col;
   }
-  h = scan_chunk<Config>(gates, claimed.chunk.valid, h, decay, want_decay, checkpoints, lane);
+  h = scan_chunk<Config>(tile, claimed.chunk.valid, h, decay, want_decay, checkpoints);
   if (want_decay) p.carry_decay[work.slot * W + col] = decay;
-  publish_carry(p.carry_words + work.slot * W + col, h);  // the successor may start now; y follows off the chain
+  // The successor may start now; y follows off the chain.
+  publish_carry(p.carry_words + work.slot * W + col, h, want_decay);
   if (work.j == claimed.num_chunks - 1) {
     if (f.h_final != nullptr) f.h_final[claimed.state_row * W + col] = h;
     if (want_decay) f.decay[claimed.state_row * W + col] = decay;

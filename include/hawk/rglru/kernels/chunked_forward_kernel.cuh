@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(Config::kThreads) chunked_forward_kernel(const
   compute_chunk_gates<Config>(f, tiles, claimed.chunk, thread);
 
   // ---- phase 2: the chain -------------------------------------------------------------------------------
-  if (thread < kWT) chain_chunk<Config>(p, work, claimed, tiles.gates, thread);
+  if (thread < kWT) chain_chunk<Config>(p, work, claimed, PaddedGateTile<Config>{tiles.gates, thread}, thread);
   __syncthreads();  // every channel's h in the gate tile
 
   // ---- phase 3: y -----------------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocks)
   compute_wgmma_chunk_gates<Config>(tiles, chunk, col_in_block, reset_flags, thread);
 
   // ---- phase 2: the chain -------------------------------------------------------------------------------
-  if (thread < kWT) chain_chunk<Config>(p, work, claimed, tiles.gates, thread);
+  if (thread < kWT) chain_chunk<Config>(p, work, claimed, PaddedGateTile<Config>{tiles.gates, thread}, thread);
   __syncthreads();  // every channel's h in the gate tile
 
   // ---- phase 3: y -----------------------------------------------------------------------------------------
