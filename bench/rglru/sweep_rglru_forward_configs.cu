@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<WgmmaChunkedForward<C256>, Previous>(name, shape, kFused, wgmma_config_name<C256>()));
       using Persistent = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy>;
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Persistent>, Previous>(
-          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 128, Threads 320, smem " +
+          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, Threads 512, smem " +
                                    std::to_string(Persistent::kSharedBytes / 1024) + " KB"));
     };
     using W64 = std::integral_constant<int, 64>;

@@ -25,7 +25,7 @@ cmake_minimum_required(VERSION 3.25)
 
 # Sets ${out_layer}, ${out_family} for the header `rel` (a path below hawk/).
 # The foundation's headers of a family (layer 1), by name.
-set(foundation_names "arguments|modes|config|chunked_config|wgmma_chunked_config|gate_math|checkpoint_layout|params")
+set(foundation_names "arguments|modes|config|chunked_config|wgmma_chunked_config|wgmma_persistent_config|gate_math|checkpoint_layout|params")
 
 function(hawk_layer_of rel out_layer out_family)
   if(rel STREQUAL "hawk.cuh")

@@ -25,6 +25,7 @@
 #include "hawk/rglru/operators/index_checks.cuh"
 #include "hawk/rglru/operators/lowering.hpp"
 #include "hawk/rglru/wgmma_chunked_config.cuh"
+#include "hawk/rglru/wgmma_persistent_config.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -74,9 +75,10 @@ class WgmmaPersistentForward {
                                             TensorMapSwizzle::k128B));
     const std::int64_t weight_rows = s.num_blocks * kW;
     const std::int64_t weight_row_bytes = kW * static_cast<std::int64_t>(sizeof(Element));
-    HAWK_RETURN_IF_ERROR(make_tensor_map_2d(wx_map, args.Wx, args.dtype, weight_rows, kW, weight_row_bytes, kW, 64,
+    // One k panel per stage: [64 rows of k][64 channels] boxes.
+    HAWK_RETURN_IF_ERROR(make_tensor_map_2d(wx_map, args.Wx, args.dtype, weight_rows, kW, weight_row_bytes, 64, 64,
                                             TensorMapSwizzle::k128B));
-    HAWK_RETURN_IF_ERROR(make_tensor_map_2d(wa_map, args.Wa, args.dtype, weight_rows, kW, weight_row_bytes, kW, 64,
+    HAWK_RETURN_IF_ERROR(make_tensor_map_2d(wa_map, args.Wa, args.dtype, weight_rows, kW, weight_row_bytes, 64, 64,
                                             TensorMapSwizzle::k128B));
     unsigned int* checks = nullptr;
     HAWK_RETURN_IF_ERROR(begin_checked_run(args, workspace, workspace_bytes, workspace_size(args),

@@ -1,0 +1,153 @@
+// Where does a ticket of the persistent Hopper chunked forward (WgmmaPersistentForward, issue 16) spend its time?
+// The kernel's timeline hook (HAWK_PERSISTENT_FORWARD_TRACE) is defined here to store %globaltimer at six points of
+// every ticket: the producers start it (0), its products are done (1), its gates are in registers (2), the gate tile
+// is free for it (3), the chain has its gates (4), the chain is done (5). After warm-up calls, one traced call per
+// shape; printed: medians and 90th percentiles of each interval over the tickets, and, for a dense batch, of the
+// chain's wait for the predecessor chunk: done(k) - max(done(predecessor), gates(k)). Not a test of hawk's kernels.
+//
+//   build-gpu/bench/probes/persistent_forward_timeline_probe [OUT.json]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+__device__ unsigned long long* g_persistent_trace = nullptr;
+
+__device__ __forceinline__ unsigned long long probe_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+#define HAWK_PERSISTENT_FORWARD_TRACE(event, ticket)                                        \
+  do {                                                                                       \
+    if (g_persistent_trace != nullptr) {                                                     \
+      g_persistent_trace[(ticket) * 8 + (event)] = probe_now();                              \
+      if ((event) == 0) g_persistent_trace[(ticket) * 8 + 6] = blockIdx.x;                   \
+    }                                                                                        \
+  } while (0)
+
+#include "../rglru/bench_rglru_support.cuh"
+#include "hawk/rglru/rglru.cuh"
+#include "probe_support.cuh"
+
+namespace {
+
+using namespace rglru_bench;
+
+template <int BlockWidth>
+using Op = hawk::rglru::WgmmaPersistentForward<
+    hawk::rglru::WgmmaPersistentForwardConfig<Element, BlockWidth, hawk::rglru::ResetAtSequenceStart>>;
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+template <int BlockWidth>
+std::string probe(const char* name, const Shape& s) {
+  ForwardBuffers b = make_buffers(s, GateMode::kFused, s.B);
+  const auto args = arguments(s, GateMode::kFused, ResetMode::kSequenceStart, false, false, b, 0, s.B);
+  thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Op<BlockWidth>::workspace_size(args), 1));
+  const std::int64_t chunks = (s.L + 191) / 192, tiles = s.W / 64, tickets = s.B * chunks * tiles;
+  thrust::device_vector<unsigned long long> trace(static_cast<std::size_t>(tickets) * 8, 0ull);
+  auto call = [&] {
+    const hawk::Status st = Op<BlockWidth>::run(args, raw(workspace), workspace.size(), nullptr);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.to_string().c_str());
+      std::exit(2);
+    }
+  };
+  for (int i = 0; i < 3; ++i) call();
+  PROBE_CUDA(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  PROBE_CUDA(cudaEventCreate(&start));
+  PROBE_CUDA(cudaEventCreate(&stop));
+  PROBE_CUDA(cudaEventRecord(start));
+  call();
+  PROBE_CUDA(cudaEventRecord(stop));
+  PROBE_CUDA(cudaEventSynchronize(stop));
+  float untraced_ms = 0;
+  PROBE_CUDA(cudaEventElapsedTime(&untraced_ms, start, stop));
+  unsigned long long* pointer = raw(trace);
+  PROBE_CUDA(cudaMemcpyToSymbol(g_persistent_trace, &pointer, sizeof(pointer)));
+  call();
+  PROBE_CUDA(cudaDeviceSynchronize());
+  unsigned long long* none = nullptr;
+  PROBE_CUDA(cudaMemcpyToSymbol(g_persistent_trace, &none, sizeof(none)));
+  std::vector<unsigned long long> t(trace.size());
+  thrust::copy(trace.begin(), trace.end(), t.begin());
+  unsigned long long origin = ~0ull, end = 0;
+  for (std::int64_t k = 0; k < tickets; ++k) {
+    origin = std::min(origin, t[k * 8]);
+    end = std::max(end, t[k * 8 + 5]);
+  }
+  std::vector<double> products, gates, wait_free, hand_over, chain, chain_wait, start_lag;
+  for (std::int64_t k = 0; k < tickets; ++k) {
+    const unsigned long long* e = &t[k * 8];
+    products.push_back((e[1] - e[0]) * 1e-3);
+    gates.push_back((e[2] - e[1]) * 1e-3);
+    wait_free.push_back(e[3] > e[2] ? (e[3] - e[2]) * 1e-3 : 0.0);
+    hand_over.push_back(e[4] > e[3] ? (e[4] - e[3]) * 1e-3 : 0.0);
+    chain.push_back((e[5] - e[4]) * 1e-3);
+    start_lag.push_back((e[0] - origin) * 1e-3);
+    const std::int64_t predecessor = k - s.B * tiles;  // chunk-major dense tickets
+    if (predecessor >= 0) {
+      const unsigned long long ready = std::max(t[predecessor * 8 + 5], e[4]);
+      chain_wait.push_back(e[5] > ready ? (e[5] - ready) * 1e-3 : 0.0);
+    }
+  }
+  char line[1024];
+  std::snprintf(line, sizeof(line),
+                "%-20s kernel %.1f us (untraced %.1f)  median/p90 us: products %.2f/%.2f  gates %.2f/%.2f  "
+                "wait for tile %.2f/%.2f  hand-over %.2f/%.2f  chain %.2f/%.2f  chain after ready %.2f/%.2f",
+                name, (end - origin) * 1e-3, untraced_ms * 1e3, quantile(products, 0.5), quantile(products, 0.9),
+                quantile(gates, 0.5), quantile(gates, 0.9), quantile(wait_free, 0.5), quantile(wait_free, 0.9),
+                quantile(hand_over, 0.5), quantile(hand_over, 0.9), quantile(chain, 0.5), quantile(chain, 0.9),
+                quantile(chain_wait, 0.5), quantile(chain_wait, 0.9));
+  std::fprintf(stderr, "%s\n", line);
+  // The first 12 tickets of CTA 0, as a timeline (us from the first start).
+  std::string cta0;
+  int shown = 0;
+  for (std::int64_t k = 0; k < tickets && shown < 12; ++k) {
+    if (t[k * 8 + 6] != 0) continue;
+    ++shown;
+    char row[256];
+    std::snprintf(row, sizeof(row), "  ticket %6lld: start %7.2f products %7.2f gates %7.2f free %7.2f chain %7.2f done %7.2f\n",
+                  static_cast<long long>(k), (t[k * 8] - origin) * 1e-3, (t[k * 8 + 1] - origin) * 1e-3,
+                  (t[k * 8 + 2] - origin) * 1e-3, (t[k * 8 + 3] - origin) * 1e-3, (t[k * 8 + 4] - origin) * 1e-3,
+                  (t[k * 8 + 5] - origin) * 1e-3);
+    cta0 += row;
+  }
+  std::fprintf(stderr, "%s", cta0.c_str());
+  char json[768];
+  std::snprintf(json, sizeof(json),
+                "{\"shape\": \"%s\", \"kernel_us\": %.2f, \"products_us\": %.3f, \"gates_us\": %.3f, \"wait_tile_us\": %.3f, "
+                "\"hand_over_us\": %.3f, \"chain_us\": %.3f, \"chain_after_ready_us\": %.3f}",
+                name, (end - origin) * 1e-3, quantile(products, 0.5), quantile(gates, 0.5), quantile(wait_free, 0.5),
+                quantile(hand_over, 0.5), quantile(chain, 0.5), quantile(chain_wait, 0.5));
+  return json;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> rows;
+  rows.push_back(probe<128>("(4,2048,2048,16)", Shape{4, 2048, 2048, 16, 0}));
+  rows.push_back(probe<64>("(16,1024,1024,16)", Shape{16, 1024, 1024, 16, 0}));
+  rows.push_back(probe<256>("(1,8192,2560,10)", Shape{1, 8192, 2560, 10, 0}));
+  rows.push_back(probe<256>("(1,65536,2560,10)", Shape{1, 65536, 2560, 10, 0}));
+  if (argc > 1) {
+    FILE* f = std::fopen(argv[1], "w");
+    if (f == nullptr) return 2;
+    std::fprintf(f, "{\"probe\": \"persistent_forward_timeline\", \"rows\": [");
+    for (std::size_t i = 0; i < rows.size(); ++i) std::fprintf(f, "%s%s", i ? ", " : "", rows[i].c_str());
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return 0;
+}

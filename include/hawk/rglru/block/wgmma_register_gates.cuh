@@ -1,0 +1,138 @@
+#pragma once
+//! \file
+//! The persistent Hopper chunked forward's producer pieces (wgmma_persistent_config.cuh): one warpgroup projects
+//! its 64 tokens of a ticket over the operand ring's k panels (gx | ga from one m64n128k16 step per k16), evaluates
+//! the gates on its accumulators and keeps them there (a_bar over gx, u over ga) until the chain gives the gate
+//! tile back, then stores them as (a_bar, u) pairs (PairedGateTile).
+//!
+//! Bits: the one-shot kernel's (block/wgmma_chunk_gates.cuh), hence the sequential forward's. Each of gx and ga is
+//! a k-ascending sum of k16 products from a zero accumulator (m64n128k16 computes every column as m64n64k16 does:
+//! tests/gpu/core/wgmma_test.cu), then one fp32 bias add; x, the reset rule and the coefficient are the same.
+
+#include <cstdint>
+
+#include "hawk/core/bulk_copy.cuh"
+#include "hawk/core/element.cuh"
+#include "hawk/core/wgmma.cuh"
+#include "hawk/rglru/block/chunk_chain.cuh"
+#include "hawk/rglru/block/chunk_scan.cuh"
+#include "hawk/rglru/block/gate_phase.cuh"
+#include "hawk/rglru/block/operand_ring.cuh"
+#include "hawk/rglru/gate_math.hpp"
+
+namespace hawk {
+namespace rglru {
+
+#if defined(__CUDACC__)
+
+//! A producer thread's share of one ticket: the m64n128 accumulator fragment (block/wgmma.cuh's layout; n8 blocks
+//! 0-7 are gx, 8-15 ga, later a_bar and u) and the x pairs of its fragment's elements, bf16 or fp16 pairs as read.
+struct RegisterGates {
+  float d[64];
+  std::uint32_t x_pairs[16];  //!< [n8 block j][half]: the elements (row, 8j + 2q) and (row, 8j + 2q + 1)
+};
+
+namespace detail {
+
+//! The fragment's first row in its warpgroup's 64 tokens, and the column pair's offset 2q.
+__device__ __forceinline__ int fragment_row(int thread) { return 16 * ((thread % 128) / 32) + (thread % 32) / 4; }
+__device__ __forceinline__ int fragment_pair(int thread) { return 2 * (thread % 4); }
+
+__device__ __forceinline__ void pin_accumulators(float (&d)[64]) {
+#pragma unroll
+  for (int e = 0; e < 64; ++e) asm volatile("" : "+f"(d[e])::"memory");
+}
+
+}  // namespace detail
+
+//! d += x_tile(g) · [Wx | Wa] over stage s's 64-wide k panel, k ascending; returns with the products final (the
+//! stage may be released after every warpgroup returns).
+template <class Config>
+__device__ __forceinline__ void project_panel(const PersistentTiles<Config>& tiles, int s, int g, float (&d)[64]) {
+  using Element = typename Config::Element;
+  const auto* x = reinterpret_cast<const Element*>(tiles.x_tile(s, g));
+  detail::pin_accumulators(d);
+  wgmma_fence();
+#pragma unroll
+  for (int k0 = 0; k0 < 64; k0 += 16) {
+    const std::uint64_t a = wgmma_sw128_descriptor(sw128_k_major_step(x, Config::kTileTokens, k0), 0);
+    const std::uint64_t b =
+        wgmma_sw128_descriptor(sw128_mn_major_step(tiles.wx(s), k0), static_cast<std::uint32_t>(Config::kWeightPanelBytes));
+    wgmma_m64n128k16<Element, WgmmaMajor::kMN>(d, a, b);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  detail::pin_accumulators(d);
+}
+
+//! The x pairs of this thread's fragment from stage s, which holds the panel of the CTA's channels.
+template <class Config>
+__device__ __forceinline__ void read_x_pairs(const PersistentTiles<Config>& tiles, int s, int thread,
+                                             std::uint32_t (&x_pairs)[16]) {
+  const unsigned char* tile = tiles.x_tile(s, thread / 128);
+  const int row0 = detail::fragment_row(thread);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + 8 * half;
+      const int c = 8 * j + detail::fragment_pair(thread);
+      // 16-byte chunk c / 8 of the row lies at chunk (c / 8) ^ (row % 8): the 128-byte swizzle.
+      x_pairs[2 * j + half] =
+          *reinterpret_cast<const std::uint32_t*>(tile + row * 128 + (((c / 8) ^ (row % 8)) * 16) + (c % 8) * 2);
+    }
+}
+
+//! The gates of this thread's fragment, in place: gx + bx -> a_bar, ga + ba -> u. `constants` holds the ticket's
+//! -c · softplus(a_param), bx, ba of its 64 channels; `reset_flags` (ResetFlags) points at the chunk's first
+//! token's flag.
+template <class Config>
+__device__ __forceinline__ void evaluate_register_gates(RegisterGates& r, const float* constants,
+                                                        const ChunkExtent& chunk, const std::uint8_t* reset_flags,
+                                                        int thread) {
+  using Element = typename Config::Element;
+  const int row0 = 64 * (thread / 128) + detail::fragment_row(thread);
+  const bool reset[2] = {detail::row_is_reset<Config>(reset_flags, chunk.chunk_start, row0, chunk.valid),
+                         detail::row_is_reset<Config>(reset_flags, chunk.chunk_start, row0 + 8, chunk.valid)};
+  // Channel by channel, both rows at once: each channel's three constants are loaded once and die at once.
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int c = 8 * j + detail::fragment_pair(thread) + e;
+      const float coefficient = constants[c], bias_x = constants[64 + c], bias_a = constants[128 + c];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = 4 * j + 2 * half + e;
+        const Element x = reinterpret_cast<const Element*>(&r.x_pairs[2 * j + half])[e];
+        const TokenGates gates =
+            token_gates(to_float(x), r.d[i] + bias_x, r.d[32 + i] + bias_a, coefficient, reset[half]);
+        r.d[i] = gates.a_bar;
+        r.d[32 + i] = gates.u;
+      }
+    }
+  }
+}
+
+//! Store this thread's a_bar and u into the gate tile, PairedGateTile's layout (block/chunk_scan.cuh): the two
+//! channels 8j + 2q, + 1 of a row as one float4 (a_bar, u, a_bar, u).
+template <class Config>
+__device__ __forceinline__ void store_register_gates(const RegisterGates& r, float* gates, int thread) {
+  const int row0 = 64 * (thread / 128) + detail::fragment_row(thread);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + 8 * half;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = 4 * j + 2 * half;
+      const int c = 8 * j + detail::fragment_pair(thread);
+      *reinterpret_cast<float4*>(gates + PairedGateTile<Config>::offset(row, c)) =
+          make_float4(r.d[i], r.d[32 + i], r.d[i + 1], r.d[33 + i]);
+    }
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace rglru
+}  // namespace hawk

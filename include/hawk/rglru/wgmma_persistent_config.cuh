@@ -1,0 +1,107 @@
+#pragma once
+//! \file
+//! The compile-time shape of the persistent Hopper chunked RG-LRU forward (kernels/wgmma_persistent_forward_kernel.cuh,
+//! sm_90a, fused mode, 16-bit elements, chunks of 192 tokens).
+//!
+//! Why it exists: the one-shot kernel (wgmma_chunked_config.cuh) holds its SM while it waits for its carry, so at
+//! W = 2560 only 132 chunks (3.3 rows of 40 column tiles) are in flight and the chain starves: 4.3 µs per hop of 256
+//! tokens where a hop alone costs 1.8 µs (bench/probes/chain_hop_probe.cu). Chunks of 192 tokens are the most a CTA of three producer warpgroups
+//! holds (see kWarpgroups). Here one CTA per SM loops over chunk
+//! tickets and splits its work: three producer warpgroups copy, project and evaluate the gates of ticket k + 1 while
+//! two chain warps run ticket k's carry, scan and y, so the wait idles 64 threads instead of the SM.
+//!
+//! Shared memory, from a 1024-byte aligned base (the gate tile has its own region: the producers fill the ring while the chain reads the tile):
+//! - a ring of kStages operand stages, one 64-wide k panel of the projection each: the chunk's x rows of that panel
+//!   as 3 swizzled [64 tokens][64] tiles, then the panel's rows of Wx and of Wa, [64][64] each and side by side so
+//!   that one m64n128k16 step computes gx | ga (the ring also runs ahead into the next ticket's panels);
+//! - the fp32 gate tile [192][64 (a_bar, u) pairs + padding] (block/chunk_scan.cuh's PairedGateTile);
+//! - per-channel constants and the ticket number of each ticket slot, and the barriers.
+//! Producers hold a finished ticket's gates in their accumulator registers until the chain gives the gate tile
+//! back: the registers are the second gate buffer that shared memory has no room for.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "hawk/core/element.cuh"
+#include "hawk/rglru/wgmma_chunked_config.cuh"
+
+namespace hawk {
+namespace rglru {
+
+//! \tparam Element     __nv_bfloat16 or __half.
+//! \tparam BlockWidth  w: 64, 128, 192 or 256 (w / 64 k panels per ticket).
+//! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
+template <class Element_, int BlockWidth_, class ResetPolicy_>
+struct WgmmaPersistentForwardConfig {
+  using Element = Element_;
+  using ResetPolicy = ResetPolicy_;
+  static constexpr GateMode kMode = GateMode::kFused;
+  static constexpr bool kFused = true;
+  static constexpr int kBlockWidth = BlockWidth_;
+  //! Three producer warpgroups of 64 tokens each and one chain warpgroup: 512 threads, so that a producer may
+  //! hold a ticket's 64 accumulators, its x and its gate math at once (at 576 threads ptxas grants 96 registers
+  //! and spills; here setmaxnreg moves the chain warpgroup's spare registers to the producers).
+  static constexpr int kWarpgroups = 3;
+  static constexpr int kTileTokens = 64;
+  static constexpr int kChunk = kWarpgroups * kTileTokens;
+  static constexpr int kWidthTile = 64;
+  static constexpr int kProducerThreads = 128 * kWarpgroups;
+  static constexpr int kChainThreads = kWidthTile;  //!< warps 0-1 of the last warpgroup; warp 2 copies, warp 3 leaves
+  static constexpr int kThreads = kProducerThreads + 128;
+  //! Registers per thread after setmaxnreg (each SM sub-partition: 3 producer warps and 1 chain warp share
+  //! 512 per lane), the split with the fewest spills under nvcc 13.0: the producers hold 64 accumulators, 16 x
+  //! pairs and the gate math; the chain warps (two batches of 8 a_bar and u) and the copy warp need fewer.
+  static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
+  static constexpr int kProducerRegisters = 144;
+  static constexpr int kChainRegisters = 80;
+  static_assert(kWarpgroups * kProducerRegisters + kChainRegisters <= 512, "setmaxnreg: more registers than the SM has");
+  static constexpr int kPanels = BlockWidth_ / 64;
+  static constexpr int kStages = 3;
+  static constexpr int kVec = ElementTraits<Element_>::kVecSize;
+  static constexpr int kCheckpointChunk = kDefaultTimeChunk;
+  static constexpr int kTimeChunk = kCheckpointChunk;
+  //! Tickets the CTA holds at once: the chain's, the producers' and those the copy warp ran ahead to.
+  static constexpr int kTicketSlots = 4;
+  //! The same host checks as the one-shot configuration of this element, block width and policy.
+  using Checked = typename WgmmaChunkedForwardConfig<Element_, BlockWidth_, 64, ResetPolicy_>::Checked;
+
+  static_assert(std::is_same<Element_, __nv_bfloat16>::value || std::is_same<Element_, __half>::value,
+                "WgmmaPersistentForwardConfig: Element must be __nv_bfloat16 or __half");
+  static_assert(BlockWidth_ % 64 == 0 && BlockWidth_ >= 64 && BlockWidth_ <= 256,
+                "WgmmaPersistentForwardConfig: BlockWidth must be 64, 128, 192 or 256");
+
+  //! fp32 gate tile: row t holds (a_bar, u) of each of the 64 channels (h kept over u), then 8 floats of padding
+  //! (block/chunk_scan.cuh's PairedGateTile).
+  static constexpr int kGateStride = 2 * kWidthTile + 8;
+
+  // ---- shared memory (bytes from a 1024-byte aligned base) -----------------------------------------------------
+  static constexpr std::size_t kXPanelBytes = static_cast<std::size_t>(kTileTokens) * 64 * sizeof(Element_);
+  static constexpr std::size_t kWeightPanelBytes = 64 * 64 * sizeof(Element_);
+  //! One stage: x tiles [kWarpgroups][64][64], then Wx [64][64], then Wa [64][64] (kWeightPanelBytes apart).
+  static constexpr std::size_t kStageXOffset = 0;
+  static constexpr std::size_t kStageWxOffset = kWarpgroups * kXPanelBytes;
+  static constexpr std::size_t kStageWaOffset = kStageWxOffset + kWeightPanelBytes;
+  static constexpr std::size_t kStageBytes = kStageWaOffset + kWeightPanelBytes;
+  static constexpr std::size_t kGateOffset = kStages * kStageBytes;
+  static constexpr std::size_t kGateBytes = sizeof(float) * kChunk * kGateStride;
+  //! Per-channel constants of a ticket's 64 channels (-c · softplus(a_param), bx, ba), one set per ticket slot.
+  static constexpr std::size_t kConstantsOffset = kGateOffset + kGateBytes;
+  static constexpr std::size_t kConstantsBytes = kTicketSlots * 3 * 64 * sizeof(float);
+  static constexpr std::size_t kTicketOffset = kConstantsOffset + kConstantsBytes;
+  //! The barriers: stage_full[kStages] (copy bytes), stage_empty[kStages] (the producers are done with a stage),
+  //! ticket_full[kTicketSlots] (the copy warp wrote a slot), ticket_empty[kTicketSlots] (the chain is done with it),
+  //! gates_full, gates_free.
+  static constexpr std::size_t kBarrierOffset = kTicketOffset + kTicketSlots * sizeof(long long);
+  static constexpr int kBarriers = 2 * kStages + 2 * kTicketSlots + 2;
+  static constexpr std::size_t kSharedBytes = kBarrierOffset + kBarriers * 8 + 1024;
+  static_assert(kStageBytes % 1024 == 0, "the swizzled operand tiles must stay 1024-byte aligned");
+  static_assert(kSharedBytes <= 227u * 1024u, "WgmmaPersistentForwardConfig: shared memory exceeds 227 KB per CTA");
+
+  static const char* mode_name() { return "fused"; }
+};
+
+}  // namespace rglru
+}  // namespace hawk
