@@ -12,10 +12,11 @@
 //! (dtype, mode, reset mode, W, H) — never from B, L, N, T or the device — so a sequence gives the same bits
 //! whatever batch it is in and however it is split into calls. Which kernel runs it (sequential or chunked)
 //! depends on the shape and the device, but both give the configuration's bits (tests/gpu/rglru/
-//! forward_chunked_test.cu and every per-dtype reference case compare them). In sm_90a builds (HAWK_BUILD_SM90A) a
-//! third kernel, the Hopper chunked forward (`WgmmaChunkedForward`, operators/wgmma_chunked_forward.cuh), runs the
-//! 16-bit fused configurations at w = 128 and 256 where it pays (`detail::runs_wgmma_chunked`), with the same bits
-//! (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
+//! forward_chunked_test.cu and every per-dtype reference case compare them). In sm_90a builds (HAWK_BUILD_SM90A) two
+//! Hopper chunked forwards run the 16-bit fused configurations where they pay, with the same bits
+//! (tests/gpu/rglru/forward_wgmma_chunked_test.cu): at w = 256 the persistent one (`WgmmaPersistentForward`,
+//! operators/wgmma_persistent_forward.cuh; `detail::runs_wgmma_persistent`), at w = 128 the one-shot one
+//! (`WgmmaChunkedForward`, operators/wgmma_chunked_forward.cuh; `detail::runs_wgmma_chunked`).
 //!
 //! Shipped configurations (all TimeChunk = kDefaultTimeChunk = 64, so checkpoints of any default call use
 //! checkpoint_chunk = 64), for each of NoReset, ResetAtSequenceStart, ResetFlags:
@@ -80,7 +81,9 @@
 #include "hawk/rglru/operators/forward.cuh"
 #include "hawk/rglru/operators/index_checks.cuh"
 #include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
+#include "hawk/rglru/operators/wgmma_persistent_forward.cuh"
 #include "hawk/rglru/wgmma_chunked_config.cuh"
+#include "hawk/rglru/wgmma_persistent_config.cuh"
 
 namespace hawk {
 namespace rglru {
@@ -134,17 +137,27 @@ struct DefaultChunkedConfig {
 
 //! The Hopper chunked configuration (WgmmaChunkedForwardConfig, sm_90a) that `forward()` runs in place of the
 //! sequential configuration `Config` where it pays (detail::runs_wgmma_chunked): same element, block width and
-//! policy, the same bits; 16-bit fused configurations at w = 128 and 256 only (`kApplies`). Chunks of 256 tokens:
-//! of 64, 128 and 256 they were the fastest at every shape with one to four long sequences (H200, bf16, 2026-12-01,
-//! bench/results/2026-12-01-h200-6fd07e6/sweep-wgmma.json: 155 against 185 and 244 µs at (1, 8192, 2560, 10),
-//! 1123 against 1402 and 1883 at (1, 65536, 2560, 10), 43 against 53 and 67 at (1, 2048, 2048, 16)); at w = 64
-//! the kernel was slower than the sequential forward (0.73x at (16, 1024, 1024, 16)).
+//! policy, the same bits; 16-bit fused configurations at w = 128 only (`kApplies`; w = 256 runs the persistent
+//! kernel below). Chunks of 256 tokens: of 64, 128 and 256 they were the fastest at every shape with one to four
+//! long sequences (H200, bf16, 2026-12-01, bench/results/2026-12-01-h200-6fd07e6/sweep-wgmma.json: 43 against 53
+//! and 67 µs at (1, 2048, 2048, 16)); at w = 64 the kernel was slower than the sequential forward (0.73x at
+//! (16, 1024, 1024, 16)).
 template <class Config>
 struct DefaultWgmmaChunkedConfig {
-  static constexpr bool kApplies = Config::kFused && sizeof(typename Config::Element) == 2 &&
-                                   (Config::kBlockWidth == 128 || Config::kBlockWidth == 256);
-  using type = WgmmaChunkedForwardConfig<typename Config::Element, kApplies ? Config::kBlockWidth : 128, 256,
-                                         typename Config::ResetPolicy>;
+  static constexpr bool kApplies = Config::kFused && sizeof(typename Config::Element) == 2 && Config::kBlockWidth == 128;
+  using type = WgmmaChunkedForwardConfig<typename Config::Element, 128, 256, typename Config::ResetPolicy>;
+};
+
+//! The persistent Hopper chunked configuration (WgmmaPersistentForwardConfig, sm_90a) that `forward()` runs in
+//! place of the sequential configuration `Config` at w = 256 (16-bit fused) where chunking pays
+//! (detail::runs_wgmma_persistent), the same bits. It beat the one-shot kernel's chunks of 256 at every measured
+//! w = 256 shape (H200, bf16, 2026-12-01, bench/results/2026-12-01-h200-4c1d7e5/sweep-wgmma.json: 137 against 144 µs
+//! at (1, 8192, 2560, 10), 989 against 1041 at (1, 65536, 2560, 10), 131 against 144 at (2, 4096, 2560, 10), 466
+//! against 532 at (4, 8192, 2560, 10)); at w = 128 it lost (95 against 82 µs at (4, 2048, 2048, 16)).
+template <class Config>
+struct DefaultWgmmaPersistentConfig {
+  static constexpr bool kApplies = Config::kFused && sizeof(typename Config::Element) == 2 && Config::kBlockWidth == 256;
+  using type = WgmmaPersistentForwardConfig<typename Config::Element, 256, typename Config::ResetPolicy>;
 };
 
 namespace detail {
@@ -272,14 +285,21 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   return workspace_bytes >= Chunked::workspace_size(args) && Chunked::check_host(args).ok();
 }
 
+//! Whether Hopper operator Op (WgmmaChunkedForward or WgmmaPersistentForward) can run `args` here: an sm_90 device,
+//! the workspace forward_workspace_size asks for (it holds their carries: their chunks are longer than
+//! kDefaultChunk) and its host checks.
+template <class Op>
+bool hopper_operator_fits(const ForwardArguments& args, std::size_t workspace_bytes) {
+  int major = 0;
+  if (!device_compute_capability_major(major).ok() || major != 9) return false;
+  return workspace_bytes >= Op::workspace_size(args) && Op::check_host(args).ok();
+}
+
 //! Whether forward() runs `Config` as the Hopper chunked forward (WgmmaChunkedForward), which needs this translation
-//! unit built for sm_90a with HAWK_BUILD_SM90A and an sm_90 device: for 16-bit fused configurations at w = 256
-//! whenever the sequences are longer than a chunk on average (it beat what forward() ran before at every such
-//! measured shape, full grids included: 1.53x at (4, 8192, 2560, 10), 1.65x at (1, 8192, 2560, 10), 1.73x at
-//! (1, 65536, 2560, 10)), and at w = 128 where the sequential grid would idle (sequential_grid_idles, the chunked
-//! forward's rule: 1.26x at (1, 2048, 2048, 16); 1.00x at the full grid of (4, 2048, 2048, 16)). The workspace
-//! forward_workspace_size asks for holds its carries (its chunks are longer than kDefaultChunk). The choice never
-//! changes a bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
+//! unit built for sm_90a with HAWK_BUILD_SM90A and an sm_90 device: for 16-bit fused configurations at w = 128
+//! where the sequential grid would idle (sequential_grid_idles, the chunked forward's rule: 1.26x at
+//! (1, 2048, 2048, 16); 1.00x at the full grid of (4, 2048, 2048, 16)) and sequences are longer than a chunk on
+//! average. The choice never changes a bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
 template <class Config>
 bool runs_wgmma_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   using Wgmma = DefaultWgmmaChunkedConfig<Config>;
@@ -288,13 +308,26 @@ bool runs_wgmma_chunked(const ForwardArguments& args, std::size_t workspace_byte
     (void)workspace_bytes;
     return false;
   } else {
-    using Op = WgmmaChunkedForward<typename Wgmma::type>;
+    if (!chunking_may_pay(args) || !sequential_grid_idles<Config>(args.shape)) return false;
+    return hopper_operator_fits<WgmmaChunkedForward<typename Wgmma::type>>(args, workspace_bytes);
+  }
+}
+
+//! Whether forward() runs `Config` as the persistent Hopper chunked forward (WgmmaPersistentForward; the same build
+//! and device as above): for 16-bit fused configurations at w = 256 whenever the sequences are longer than a chunk
+//! on average (it beat what forward() ran before at every such measured shape, full grids included: 1.82x at
+//! (4, 8192, 2560, 10), 1.78x at (1, 8192, 2560, 10), 1.85x at (1, 65536, 2560, 10)). The choice never changes a
+//! bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
+template <class Config>
+bool runs_wgmma_persistent(const ForwardArguments& args, std::size_t workspace_bytes) {
+  using Wgmma = DefaultWgmmaPersistentConfig<Config>;
+  if constexpr (!Wgmma::kApplies || !kWgmmaChunkedForwardBuilt) {
+    (void)args;
+    (void)workspace_bytes;
+    return false;
+  } else {
     if (!chunking_may_pay(args)) return false;
-    // At w = 128 only where the sequential grid idles (its own host checks and workspace are asked below).
-    if (Config::kBlockWidth == 128 && !sequential_grid_idles<Config>(args.shape)) return false;
-    int major = 0;
-    if (!device_compute_capability_major(major).ok() || major != 9) return false;
-    return workspace_bytes >= Op::workspace_size(args) && Op::check_host(args).ok();
+    return hopper_operator_fits<WgmmaPersistentForward<typename Wgmma::type>>(args, workspace_bytes);
   }
 }
 
@@ -317,7 +350,12 @@ Status forward(const ForwardArguments& args, void* workspace, std::size_t worksp
   HAWK_RETURN_IF_ERROR(check_forward_shape(args));
   return detail::visit_default_config(args, [&](auto config) -> Status {
     using Config = decltype(config);
-    // Instantiated only where it may run: an sm_90a build (HAWK_BUILD_SM90A) and a configuration it covers.
+    // Instantiated only where they may run: an sm_90a build (HAWK_BUILD_SM90A) and a configuration they cover.
+    if constexpr (DefaultWgmmaPersistentConfig<Config>::kApplies && kWgmmaChunkedForwardBuilt) {
+      if (detail::runs_wgmma_persistent<Config>(args, workspace_bytes))
+        return WgmmaPersistentForward<typename DefaultWgmmaPersistentConfig<Config>::type>::run(args, workspace,
+                                                                                               workspace_bytes, stream);
+    }
     if constexpr (DefaultWgmmaChunkedConfig<Config>::kApplies && kWgmmaChunkedForwardBuilt) {
       if (detail::runs_wgmma_chunked<Config>(args, workspace_bytes))
         return WgmmaChunkedForward<typename DefaultWgmmaChunkedConfig<Config>::type>::run(args, workspace,
