@@ -151,7 +151,7 @@ struct DefaultWgmmaChunkedConfig {
 //! The persistent Hopper chunked configuration (WgmmaPersistentForwardConfig, sm_90a) that `forward()` runs in
 //! place of the sequential configuration `Config` at w = 256 (16-bit fused) where chunking pays
 //! (detail::runs_wgmma_persistent), the same bits. It beat the one-shot kernel's chunks of 256 at every measured
-//! w = 256 shape (H200, bf16, 2026-12-01, bench/results/2026-12-01-h200-4c1d7e5/sweep-wgmma.json: 137 against 144 µs
+//! w = 256 shape (H200, bf16, 2026-12-01, bench/results/2026-12-01-h200-a804cec/sweep-wgmma.json: 137 against 144 µs
 //! at (1, 8192, 2560, 10), 989 against 1041 at (1, 65536, 2560, 10), 131 against 144 at (2, 4096, 2560, 10), 466
 //! against 532 at (4, 8192, 2560, 10)); at w = 128 it lost (95 against 82 µs at (4, 2048, 2048, 16)).
 template <class Config>
