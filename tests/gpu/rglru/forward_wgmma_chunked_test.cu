@@ -191,4 +191,38 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
       }
     }
   }
+  SECTION("w = 256 (what forward() runs): long chains, resets at chunk edges, lengths a multiple of 192") {
+    // bf16 packed with reset flags at the tokens around each 192-token chunk edge and h0; fp16 dense with a reset at
+    // each sequence start, L = 100 chunks exactly. Many tickets per CTA, so the ticket slots and the ring wrap many
+    // times; the decay output on and off (release and relaxed carry publishes).
+    {
+      const std::vector<std::int64_t> lengths{20000, 0, 7680, 1, 11521};
+      Problem p = rglru_test::make_problem<Bf16>(512, 2, lengths, true, kFused, hawk::rglru::ResetMode::kFlags, true);
+      for (std::size_t n = 0; n + 1 < p.cu_seqlens.size(); ++n)
+        for (std::int64_t local : {191, 192, 193, 383, 384, 576}) {
+          const std::int64_t t = p.cu_seqlens[n] + local;
+          if (t < p.cu_seqlens[n + 1]) p.reset[static_cast<std::size_t>(t)] = 1;
+        }
+      using Reference = hawk::rglru::Forward<Sequential<Bf16, ResetFlags, 256>>;
+      const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<Bf16, Reference>(p),
+                                            rglru_test::run_forward_outputs<Bf16, Reference>(p, false)};
+      for (int run = 0; run < 4; ++run) {
+        INFO("bf16 packed, run " << run);
+        REQUIRE(run_wgmma<Bf16, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags>>(p, run % 2 == 0) ==
+                sequential[run % 2]);
+      }
+    }
+    {
+      const Problem p = rglru_test::make_problem<__half>(512, 2, {19200, 19200}, false, kFused,
+                                                         hawk::rglru::ResetMode::kSequenceStart, false);
+      using Reference = hawk::rglru::Forward<Sequential<__half, ResetAtSequenceStart, 256>>;
+      const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<__half, Reference>(p),
+                                            rglru_test::run_forward_outputs<__half, Reference>(p, false)};
+      for (int run = 0; run < 2; ++run) {
+        INFO("fp16 dense, run " << run);
+        REQUIRE(run_wgmma<__half, WgmmaPersistentForwardConfig<__half, 256, ResetAtSequenceStart>>(p, run % 2 == 0) ==
+                sequential[run % 2]);
+      }
+    }
+  }
 }

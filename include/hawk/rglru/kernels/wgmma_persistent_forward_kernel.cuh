@@ -120,8 +120,8 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
     if (claimed.run) store_register_gates<Config>(r, tiles.gates(), thread);
     arrive_on(tiles.gates_full());
     previous_valid = claimed.run ? claimed.chunk.valid : 0;
-    previous_y = claimed.chunk.begin + claimed.chunk.chunk_start;
-    previous_y = previous_y * f.width + claimed.chunk.col0;
+    // claim_chunk leaves the extent unset for a ticket without a chunk: read it only where there is one.
+    if (claimed.run) previous_y = (claimed.chunk.begin + claimed.chunk.chunk_start) * f.width + claimed.chunk.col0;
     if (ticket >= p.tickets) return;
   }
 }
