@@ -53,6 +53,20 @@ ForwardOutputs run_wgmma(const Problem& p, bool with_decay = true) {
   return rglru_test::run_forward_outputs<E, typename OperatorOf<Config>::type>(p, with_decay);
 }
 
+//! `runs` runs of Config on `p`, alternately with and without the decay output, each bitwise equal to the
+//! sequential configuration Seq run the same way (without the decay output the carries go out with relaxed stores:
+//! block/chained_carry.cuh).
+template <class E, class Config, class Seq>
+void check_repeated_runs(const Problem& p, int runs) {
+  using Reference = hawk::rglru::Forward<Seq>;
+  const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<E, Reference>(p),
+                                        rglru_test::run_forward_outputs<E, Reference>(p, false)};
+  for (int run = 0; run < runs; ++run) {
+    INFO("run " << run);
+    REQUIRE(run_wgmma<E, Config>(p, run % 2 == 0) == sequential[run % 2]);
+  }
+}
+
 //! Every configuration in Configs (same element, block width and policy) against the shipped sequential forward;
 //! then the first of them on x changed in one element of the longest sequence (negative control).
 template <class E, class Policy, int BlockWidth, class... Configs>
@@ -120,14 +134,7 @@ TEST_CASE("a long Hopper chain (hundreds of chunks per sequence, dense and packe
         packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
     const Problem p =
         rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
-    // Odd runs without the decay output: the carries then go out with relaxed stores (chained_carry.cuh).
-    using Reference = hawk::rglru::Forward<Sequential<Bf16, NoReset, 128>>;
-    const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<Bf16, Reference>(p),
-                                          rglru_test::run_forward_outputs<Bf16, Reference>(p, false)};
-    for (int run = 0; run < 5; ++run) {
-      INFO("run " << run);
-      REQUIRE(run_wgmma<Bf16, Config>(p, run % 2 == 0) == sequential[run % 2]);
-    }
+    check_repeated_runs<Bf16, Config, Sequential<Bf16, NoReset, 128>>(p, 5);
   }
 }
 
@@ -182,13 +189,7 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
           packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
       const Problem p =
           rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
-      using Reference = hawk::rglru::Forward<Sequential<Bf16, NoReset, 128>>;
-      const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<Bf16, Reference>(p),
-                                            rglru_test::run_forward_outputs<Bf16, Reference>(p, false)};
-      for (int run = 0; run < 4; ++run) {
-        INFO("run " << run);
-        REQUIRE(run_wgmma<Bf16, Config>(p, run % 2 == 0) == sequential[run % 2]);
-      }
+      check_repeated_runs<Bf16, Config, Sequential<Bf16, NoReset, 128>>(p, 4);
     }
   }
   SECTION("w = 256 (what forward() runs): long chains, resets at chunk edges, lengths a multiple of 192") {
@@ -203,26 +204,16 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
           const std::int64_t t = p.cu_seqlens[n] + local;
           if (t < p.cu_seqlens[n + 1]) p.reset[static_cast<std::size_t>(t)] = 1;
         }
-      using Reference = hawk::rglru::Forward<Sequential<Bf16, ResetFlags, 256>>;
-      const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<Bf16, Reference>(p),
-                                            rglru_test::run_forward_outputs<Bf16, Reference>(p, false)};
-      for (int run = 0; run < 4; ++run) {
-        INFO("bf16 packed, run " << run);
-        REQUIRE(run_wgmma<Bf16, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags>>(p, run % 2 == 0) ==
-                sequential[run % 2]);
-      }
+      INFO("bf16 packed");
+      check_repeated_runs<Bf16, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags>, Sequential<Bf16, ResetFlags, 256>>(
+          p, 4);
     }
     {
       const Problem p = rglru_test::make_problem<__half>(512, 2, {19200, 19200}, false, kFused,
                                                          hawk::rglru::ResetMode::kSequenceStart, false);
-      using Reference = hawk::rglru::Forward<Sequential<__half, ResetAtSequenceStart, 256>>;
-      const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<__half, Reference>(p),
-                                            rglru_test::run_forward_outputs<__half, Reference>(p, false)};
-      for (int run = 0; run < 2; ++run) {
-        INFO("fp16 dense, run " << run);
-        REQUIRE(run_wgmma<__half, WgmmaPersistentForwardConfig<__half, 256, ResetAtSequenceStart>>(p, run % 2 == 0) ==
-                sequential[run % 2]);
-      }
+      INFO("fp16 dense");
+      check_repeated_runs<__half, WgmmaPersistentForwardConfig<__half, 256, ResetAtSequenceStart>,
+                          Sequential<__half, ResetAtSequenceStart, 256>>(p, 2);
     }
   }
 }
