@@ -285,14 +285,13 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
   return workspace_bytes >= Chunked::workspace_size(args) && Chunked::check_host(args).ok();
 }
 
-//! Whether Hopper operator Op (WgmmaChunkedForward or WgmmaPersistentForward) can run `args` here: an sm_90 device,
-//! the workspace forward_workspace_size asks for (it holds their carries: their chunks are longer than
-//! kDefaultChunk) and its host checks.
+//! Whether Hopper operator Op (WgmmaChunkedForward or WgmmaPersistentForward) can run `args` here: the workspace
+//! forward_workspace_size asks for (it holds their carries: their chunks are longer than kDefaultChunk) and
+//! can_implement (host checks, an sm_90 device, its shared memory; cached device attributes only), so that any
+//! refusal falls back to the other kernels instead of failing the call.
 template <class Op>
 bool hopper_operator_fits(const ForwardArguments& args, std::size_t workspace_bytes) {
-  int major = 0;
-  if (!device_compute_capability_major(major).ok() || major != 9) return false;
-  return workspace_bytes >= Op::workspace_size(args) && Op::check_host(args).ok();
+  return workspace_bytes >= Op::workspace_size(args) && Op::can_implement(args).ok();
 }
 
 //! Whether forward() runs `Config` as the Hopper chunked forward (WgmmaChunkedForward), which needs this translation
