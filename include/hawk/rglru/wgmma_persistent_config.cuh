@@ -34,7 +34,9 @@ namespace rglru {
 //! \tparam Element     __nv_bfloat16 or __half.
 //! \tparam BlockWidth  w: 64, 128, 192 or 256 (w / 64 k panels per ticket).
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
-template <class Element_, int BlockWidth_, class ResetPolicy_>
+//! \tparam ProducerRegisters registers per producer thread after setmaxnreg (the chain and copy warpgroup gets
+//!                     the rest: 512 - 3 x this per lane); 144 shipped, other splits for the sweep.
+template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144>
 struct WgmmaPersistentForwardConfig {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
@@ -55,9 +57,11 @@ struct WgmmaPersistentForwardConfig {
   //! 512 per lane), the split with the fewest spills under nvcc 13.0: the producers hold 64 accumulators, 16 x
   //! pairs and the gate math; the chain warps (two batches of 8 a_bar and u) and the copy warp need fewer.
   static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
-  static constexpr int kProducerRegisters = 144;
-  static constexpr int kChainRegisters = 80;
-  static_assert(kWarpgroups * kProducerRegisters + kChainRegisters <= 512, "setmaxnreg: more registers than the SM has");
+  static constexpr int kProducerRegisters = ProducerRegisters_;
+  static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
+  static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
+                    kProducerRegisters <= 256,
+                "setmaxnreg: register counts are multiples of 8 in [24, 256], and all of them 512 per lane");
   static constexpr int kPanels = BlockWidth_ / 64;
   static constexpr int kStages = 3;
   static constexpr int kVec = ElementTraits<Element_>::kVecSize;

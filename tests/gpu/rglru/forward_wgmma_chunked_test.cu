@@ -43,9 +43,10 @@ template <class Config>
 struct OperatorOf {
   using type = hawk::rglru::WgmmaChunkedForward<Config>;
 };
-template <class E, int BlockWidth, class Policy>
-struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy>> {
-  using type = hawk::rglru::WgmmaPersistentForward<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy>>;
+template <class E, int BlockWidth, class Policy, int ProducerRegisters>
+struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters>> {
+  using type = hawk::rglru::WgmmaPersistentForward<
+      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters>>;
 };
 
 template <class E, class Config>
@@ -191,6 +192,10 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
           rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
       check_repeated_runs<Bf16, Config, Sequential<Bf16, NoReset, 128>>(p, 4);
     }
+  }
+  SECTION("the sweep's other register split (producers 136, chain warpgroup 104), bf16 w = 256, reset flags") {
+    check_against_sequential<Bf16, ResetFlags, 256, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 136>>(
+        kPackedLengths, true, true);
   }
   SECTION("w = 256 (what forward() runs): long chains, resets at chunk edges, lengths a multiple of 192") {
     // bf16 packed with reset flags at the tokens around each 192-token chunk edge and h0; fp16 dense with a reset at
