@@ -55,6 +55,17 @@ __device__ __forceinline__ void expect_transaction_bytes(std::uint64_t* barrier,
 #endif
 }
 
+//! A plain arrival on a barrier (no transaction bytes): one of the arrivals a use counts, releasing this thread's
+//! earlier writes to whoever waits for the phase (wait_transaction_barrier waits for plain barriers too).
+__device__ __forceinline__ void arrive_on_barrier(std::uint64_t* barrier) {
+#if defined(HAWK_HAS_BULK_COPY)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier)) : "memory");
+#else
+  (void)barrier;
+  __trap();
+#endif
+}
+
 //! Copy `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory; their arrival
 //! completes that many bytes of the barrier's current use.
 __device__ __forceinline__ void bulk_copy_to_shared(void* destination, const void* source, std::uint32_t bytes,

@@ -100,6 +100,23 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
+//! Every thread of the calling warpgroup: the warpgroup's registers per thread become `Count`, from the `Base` every
+//! thread of the kernel starts with (its __launch_bounds__ must fix it: ptxas ignores setmaxnreg otherwise). A
+//! warpgroup that asks for more waits until others have released them.
+template <int Count, int Base>
+__device__ __forceinline__ void set_warpgroup_registers() {
+  static_assert(Count % 8 == 0 && Count >= 24 && Count <= 256, "setmaxnreg: 24 to 256 registers, a multiple of 8");
+#if defined(HAWK_HAS_WGMMA)
+  if constexpr (Count > Base) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Count));
+  } else {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Count));
+  }
+#else
+  __trap();
+#endif
+}
+
 namespace detail {
 
 #define HAWK_WGMMA_M64N64K16(TYPE, TRANSPOSE_B)                                                                    \

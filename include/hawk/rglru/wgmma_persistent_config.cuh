@@ -5,12 +5,14 @@
 //!
 //! Why it exists: the one-shot kernel (wgmma_chunked_config.cuh) holds its SM while it waits for its carry, so at
 //! W = 2560 only 132 chunks (3.3 rows of 40 column tiles) are in flight and the chain starves: 4.3 µs per hop of 256
-//! tokens where a hop alone costs 1.8 µs (bench/probes/chain_hop_probe.cu). Chunks of 192 tokens are the most a CTA of three producer warpgroups
-//! holds (see kWarpgroups). Here one CTA per SM loops over chunk
-//! tickets and splits its work: three producer warpgroups copy, project and evaluate the gates of ticket k + 1 while
-//! two chain warps run ticket k's carry, scan and y, so the wait idles 64 threads instead of the SM.
+//! tokens where a hop alone costs 1.8 µs (bench/probes/chain_hop_probe.cu). Here one CTA per SM loops over chunk
+//! tickets and splits its work: a copy warp streams the operands, three producer warpgroups project and evaluate the
+//! gates of ticket k + 1 while two chain warps run ticket k's carry and scan (the producers store ticket k's y once
+//! the chain frees the tile), so the wait idles 64 threads instead of the SM. Chunks of 192 tokens are the most three producer warpgroups hold (see
+//! kWarpgroups).
 //!
-//! Shared memory, from a 1024-byte aligned base (the gate tile has its own region: the producers fill the ring while the chain reads the tile):
+//! Shared memory, from a 1024-byte aligned base (the gate tile has its own region: the ring fills while the chain
+//! reads the tile):
 //! - a ring of kStages operand stages, one 64-wide k panel of the projection each: the chunk's x rows of that panel
 //!   as 3 swizzled [64 tokens][64] tiles, then the panel's rows of Wx and of Wa, [64][64] each and side by side so
 //!   that one m64n128k16 step computes gx | ga (the ring also runs ahead into the next ticket's panels);

@@ -68,6 +68,21 @@ void check_repeated_runs(const Problem& p, int runs) {
   }
 }
 
+//! Long chains of a bf16, w = 128, NoReset configuration with h0 (two 20000-token sequences dense; 20000, 0, 7777,
+//! 13 and 20000 packed): far more chunks than fit at once, so a chunk's predecessor is often not yet running when
+//! the chunk's CTA starts; `runs` runs each (check_repeated_runs).
+template <class Config>
+void check_long_chains(int runs) {
+  for (bool packed : {false, true}) {
+    INFO("packed=" << packed);
+    const std::vector<std::int64_t> lengths =
+        packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
+    const Problem p =
+        rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
+    check_repeated_runs<Bf16, Config, Sequential<Bf16, NoReset, 128>>(p, runs);
+  }
+}
+
 //! Every configuration in Configs (same element, block width and policy) against the shipped sequential forward;
 //! then the first of them on x changed in one element of the longest sequence (negative control).
 template <class E, class Policy, int BlockWidth, class... Configs>
@@ -127,16 +142,7 @@ TEST_CASE("the Hopper chunked forward gives the sequential forward's bits for ev
 TEST_CASE("a long Hopper chain (hundreds of chunks per sequence, dense and packed) is bitwise repeatable",
           "[rglru][forward][chunked][wgmma][determinism]") {
   if (!on_sm90()) return;
-  using Config = WgmmaChunkedForwardConfig<Bf16, 128, 128, NoReset>;
-  // Far more CTAs than fit at once, so a CTA's predecessor is often not yet running when the CTA is launched.
-  for (bool packed : {false, true}) {
-    INFO("packed=" << packed);
-    const std::vector<std::int64_t> lengths =
-        packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
-    const Problem p =
-        rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
-    check_repeated_runs<Bf16, Config, Sequential<Bf16, NoReset, 128>>(p, 5);
-  }
+  check_long_chains<WgmmaChunkedForwardConfig<Bf16, 128, 128, NoReset>>(5);
 }
 
 TEST_CASE("the Hopper chunked forward refuses operands the tensor copies cannot address, and writes nothing",
@@ -163,7 +169,8 @@ TEST_CASE("the Hopper chunked forward refuses operands the tensor copies cannot 
   CHECK(hawk_test::bytes_of(d.y) != poisoned_y);
 }
 
-TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's bits", "[rglru][forward][chunked][wgmma][persistent]") {
+TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's bits",
+          "[rglru][forward][chunked][wgmma][persistent]") {
   if (!on_sm90()) return;
   using hawk::rglru::WgmmaPersistentForwardConfig;
   SECTION("bf16 w = 256, no reset, h0, packed") {
@@ -183,15 +190,7 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
     }
   }
   SECTION("a long chain, dense and packed, repeated") {
-    using Config = WgmmaPersistentForwardConfig<Bf16, 128, NoReset>;
-    for (bool packed : {false, true}) {
-      INFO("packed=" << packed);
-      const std::vector<std::int64_t> lengths =
-          packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
-      const Problem p =
-          rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
-      check_repeated_runs<Bf16, Config, Sequential<Bf16, NoReset, 128>>(p, 4);
-    }
+    check_long_chains<hawk::rglru::WgmmaPersistentForwardConfig<Bf16, 128, NoReset>>(4);
   }
   SECTION("the sweep's other register split (producers 136, chain warpgroup 104), bf16 w = 256, reset flags") {
     check_against_sequential<Bf16, ResetFlags, 256, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 136>>(

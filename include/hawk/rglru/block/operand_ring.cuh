@@ -92,17 +92,6 @@ __device__ __forceinline__ std::uint32_t full_parity(long long use, int n) {
   return static_cast<std::uint32_t>((use / n) & 1);
 }
 
-//! A plain arrival on a shared-memory barrier (no transaction bytes): releases this thread's earlier writes to
-//! whoever waits for the phase.
-__device__ __forceinline__ void arrive_on(std::uint64_t* barrier) {
-#if defined(HAWK_HAS_BULK_COPY)
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier)) : "memory");
-#else
-  (void)barrier;
-  __trap();
-#endif
-}
-
 //! The copy warp's loop (32 lanes): tickets into slots and their channels' constants (the whole warp), their panels
 //! into the ring (lane 0). Ends after publishing a ticket past the last.
 template <class Config>
@@ -123,7 +112,7 @@ __device__ __forceinline__ void copy_operands(const ChunkedForwardParams<typenam
     }
     const auto ticket = static_cast<long long>(__shfl_sync(0xffffffffu, taken, 0));
     if (ticket >= p.tickets) {
-      arrive_on(tiles.ticket_full(slot));
+      arrive_on_barrier(tiles.ticket_full(slot));
       return;
     }
     const detail::ChunkTicketWork work = detail::locate_chunk<Config::kChunk>(p, ticket);
@@ -139,7 +128,7 @@ __device__ __forceinline__ void copy_operands(const ChunkedForwardParams<typenam
         constants[128 + c] = f.ba[channel];
       }
     }
-    arrive_on(tiles.ticket_full(slot));  // every lane: its constants (lane 0: the ticket) to the producers
+    arrive_on_barrier(tiles.ticket_full(slot));  // every lane: its constants (lane 0: the ticket) to the producers
     if (!claimed.run) continue;
     if (lane == 0) {
       const int block = static_cast<int>(claimed.chunk.col0 / kW);

@@ -56,8 +56,9 @@ __device__ __forceinline__ void project_panel(const PersistentTiles<Config>& til
 #pragma unroll
   for (int k0 = 0; k0 < 64; k0 += 16) {
     const std::uint64_t a = wgmma_sw128_descriptor(sw128_k_major_step(x, Config::kTileTokens, k0), 0);
-    const std::uint64_t b =
-        wgmma_sw128_descriptor(sw128_mn_major_step(tiles.wx(s), k0), static_cast<std::uint32_t>(Config::kWeightPanelBytes));
+    // B: the Wx and Wa panels side by side, kWeightPanelBytes apart (the descriptor's leading offset).
+    const std::uint64_t b = wgmma_sw128_descriptor(sw128_mn_major_step(tiles.wx(s), k0),
+                                                   static_cast<std::uint32_t>(Config::kWeightPanelBytes));
     wgmma_m64n128k16<Element, WgmmaMajor::kMN>(d, a, b);
   }
   wgmma_commit();

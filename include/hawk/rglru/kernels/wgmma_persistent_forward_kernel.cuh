@@ -23,6 +23,7 @@
 
 #include "hawk/core/bulk_copy.cuh"
 #include "hawk/core/device_checks.cuh"
+#include "hawk/core/wgmma.cuh"
 #include "hawk/rglru/block/chained_carry.cuh"
 #include "hawk/rglru/block/chunk_chain.cuh"
 #include "hawk/rglru/block/chunk_scan.cuh"
@@ -47,26 +48,10 @@ namespace rglru {
 
 namespace detail {
 
-//! Every thread of the calling warpgroup: this warpgroup's registers per thread become `Count`, from the `Base` every
-//! thread starts with (setmaxnreg, sm_90a; a warpgroup that asks for more waits until another has released them).
-template <int Count, int Base>
-__device__ __forceinline__ void set_warpgroup_registers() {
-  static_assert(Count % 8 == 0 && Count >= 24 && Count <= 256, "setmaxnreg: 24 to 256 registers, a multiple of 8");
-#if defined(HAWK_HAS_WGMMA)
-  if constexpr (Count > Base) {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Count));
-  } else {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Count));
-  }
-#else
-  __trap();
-#endif
-}
-
-//! The producers' loop, producer threads [0, kProducerThreads): per ticket, its panels from the ring into the accumulators
-//! (warpgroup g: tokens [64g, 64g + 64)), its gates in registers, then (once the chain gave the tile back) into the
-//! gate tile, after storing the previous ticket's y from the h the chain left there. The warpgroups meet only there
-//! (a named barrier); the ring's and the tile's barriers count every producer.
+//! The producers' loop, producer threads [0, kProducerThreads): per ticket, its panels from the ring into the
+//! accumulators (warpgroup g: tokens [64g, 64g + 64)), its gates in registers, then (once the chain gave the tile
+//! back) into the gate tile, after storing the previous ticket's y from the h the chain left there. The warpgroups
+//! meet only there (a named barrier); the ring's and the tile's barriers count every producer.
 template <class Config>
 __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<typename Config::Element>& p,
                                                      const PersistentTiles<Config>& tiles, int thread) {
@@ -97,7 +82,7 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
         wait_transaction_barrier(tiles.stage_full(s), full_parity(use, Config::kStages));
         project_panel<Config>(tiles, s, thread / 128, r.d);
         if (panel == x_panel) read_x_pairs<Config>(tiles, s, thread, r.x_pairs);
-        arrive_on(tiles.stage_empty(s));  // this thread's products and x reads of stage s are done
+        arrive_on_barrier(tiles.stage_empty(s));  // this thread's products and x reads of stage s are done
       }
       if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(1, ticket);  // products done
       const std::uint8_t* reset_flags =
@@ -118,7 +103,7 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
     }
     if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(3, ticket);  // the tile is free
     if (claimed.run) store_register_gates<Config>(r, tiles.gates(), thread);
-    arrive_on(tiles.gates_full());
+    arrive_on_barrier(tiles.gates_full());
     previous_valid = claimed.run ? claimed.chunk.valid : 0;
     // claim_chunk leaves the extent unset for a ticket without a chunk: read it only where there is one.
     if (claimed.run) previous_y = (claimed.chunk.begin + claimed.chunk.chunk_start) * f.width + claimed.chunk.col0;
@@ -144,8 +129,8 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
     const ClaimedChunk claimed = claim_chunk<kC, kWT>(p, work, lane);
     if (claimed.run) chain_chunk<Config>(p, work, claimed, PairedGateTile<Config>{tiles.gates(), lane}, lane);
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(5, ticket);  // the chain is done (carry published, y stored)
-    arrive_on(tiles.gates_free());
-    arrive_on(tiles.ticket_empty(slot));
+    arrive_on_barrier(tiles.gates_free());
+    arrive_on_barrier(tiles.ticket_empty(slot));
   }
 }
 
@@ -153,11 +138,13 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
 
 //! A persistent grid (at most one CTA per SM; WgmmaPersistentForward::run sizes it). In the first warpgroup, warps
 //! 0-1 are the chain, warp 2 the copies, warp 3 only gives its registers away; threads [128, 512) are the producers
-//! (producer thread = thread - 128). The tensor maps describe x as [T][W], Wx and Wa as [H·w][w], 16-bit, boxes [64][64], 128-byte swizzled.
+//! (producer thread = thread - 128). The tensor maps describe x as [T][W], Wx and Wa as [H·w][w], 16-bit, boxes
+//! [64][64], 128-byte swizzled.
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     wgmma_persistent_forward_kernel(const ChunkedForwardParams<typename Config::Element> p,
-                                    const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap wx_map,
+                                    const __grid_constant__ CUtensorMap x_map,
+                                    const __grid_constant__ CUtensorMap wx_map,
                                     const __grid_constant__ CUtensorMap wa_map) {
   extern __shared__ unsigned char dynamic_shared[];
   const int thread = static_cast<int>(threadIdx.x);
@@ -169,14 +156,14 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   if (thread < 128) {
     // The first warpgroup: the oldest warps, which the schedulers favour when several are ready (the chain is the
     // latency-bound path; the producers have slack).
-    detail::set_warpgroup_registers<Config::kChainRegisters, Config::kEntryRegisters>();
+    set_warpgroup_registers<Config::kChainRegisters, Config::kEntryRegisters>();
     if (thread < Config::kChainThreads) {
       detail::persistent_chain<Config>(p, tiles, thread);
     } else if (thread < Config::kChainThreads + 32) {
       copy_operands<Config>(p, tiles, &x_map, &wx_map, &wa_map, thread - Config::kChainThreads);
     }
   } else {
-    detail::set_warpgroup_registers<Config::kProducerRegisters, Config::kEntryRegisters>();
+    set_warpgroup_registers<Config::kProducerRegisters, Config::kEntryRegisters>();
     detail::persistent_producers<Config>(p, tiles, thread - 128);
   }
 }

@@ -21,9 +21,9 @@
 #include "hawk/core/status.hpp"
 #include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
-#include "hawk/rglru/block/chained_carry.cuh"
 #include "hawk/rglru/chunked_config.cuh"
 #include "hawk/rglru/kernels/chunked_forward_kernel.cuh"
+#include "hawk/rglru/operators/chained_launch.cuh"
 #include "hawk/rglru/operators/checks.hpp"
 #include "hawk/rglru/operators/index_checks.cuh"
 #include "hawk/rglru/operators/lowering.hpp"
@@ -51,53 +51,28 @@ class ChunkedForward {
   //! operator's checks for the same element, tile and policy, and the grid of chunks.
   static Status check_host(const ForwardArguments& args) {
     HAWK_RETURN_IF_ERROR(check_forward_config<typename Config::Checked>(args));
-    HAWK_REQUIRE(tickets(args.shape) <= kMaxTickets, StatusCode::kInvalidArgument,
-                 "chunks x W / WidthTile exceeds the grid limit (2^31 - 1) x 65535");
-    return Status::success();
+    return Chain::check_tickets(args.shape);
   }
 
   //! Bytes of workspace `run` needs: the device checks' (when they run) and the chain's.
-  static std::size_t workspace_size(const ForwardArguments& args) {
-    const std::size_t checks = device_check_bytes(args);
-    return checks + chain_layout(args.shape, checks).bytes;
-  }
+  static std::size_t workspace_size(const ForwardArguments& args) { return Chain::workspace_size(args); }
 
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
     unsigned int* checks = nullptr;
     HAWK_RETURN_IF_ERROR(begin_checked_run(args, workspace, workspace_bytes, workspace_size(args),
                                            "hawk::rglru::ChunkedForward", stream, checks));
-    const ChainedCarryLayout chain = chain_layout(args.shape, device_check_bytes(args));
-    auto* base = static_cast<unsigned char*>(workspace);
-    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + chain.counter_offset, 0, chain.cleared_bytes(), stream));
-
     ChunkedForwardParams<Element> params;
     params.forward = make_forward_params<typename Config::Phase>(args, checks);
-    params.num_sequences = args.shape.num_sequences;
-    params.tickets = tickets(args.shape);
-    params.ticket_counter = reinterpret_cast<unsigned long long*>(base + chain.counter_offset);
-    params.carry_words = reinterpret_cast<unsigned long long*>(base + chain.words_offset);
-    params.carry_decay = reinterpret_cast<float*>(base + chain.decay_offset);
+    HAWK_RETURN_IF_ERROR(Chain::prepare(args, workspace, params, stream));
     const auto kernel = chunked_forward_kernel<Config>;
     HAWK_RETURN_IF_ERROR(KernelSharedMemory<ChunkedForward>::ensure(kernel, Config::kSharedBytes));
-    // Up to 2^31 - 1 CTAs along x, the rest along y; the kernel reads its work from its ticket.
-    const std::int64_t rows = (params.tickets + INT32_MAX - 1) / INT32_MAX;
-    const dim3 grid(static_cast<unsigned int>((params.tickets + rows - 1) / rows), static_cast<unsigned int>(rows));
-    kernel<<<grid, Config::kThreads, Config::kSharedBytes, stream>>>(params);
+    kernel<<<Chain::one_cta_per_ticket(params.tickets), Config::kThreads, Config::kSharedBytes, stream>>>(params);
     return end_checked_run("hawk::rglru::chunked_forward_kernel", checks, args.shape, stream);
   }
 
  private:
-  static constexpr std::int64_t kMaxTickets = std::int64_t{INT32_MAX} * 65535;
-
-  static std::int64_t tickets(const ProblemShape& s) {
-    return count_chunk_tickets(s.packed(), s.num_tokens, s.num_sequences, s.seq_len, s.width, Config::kChunk,
-                               Config::kWidthTile);
-  }
-
-  static ChainedCarryLayout chain_layout(const ProblemShape& s, std::size_t base) {
-    return ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, Config::kChunk, base);
-  }
+  using Chain = ChainedLaunch<Config::kChunk, Config::kWidthTile>;
 };
 
 }  // namespace rglru
