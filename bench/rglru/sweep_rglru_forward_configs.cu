@@ -270,10 +270,6 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Persistent>, Previous>(
           name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, Threads 512, smem " +
                                    std::to_string(Persistent::kSharedBytes / 1024) + " KB"));
-      // The other register split (producers 136, chain warpgroup 104): the chain's scan loads get more room.
-      using PersistentSplit = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 136>;
-      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<PersistentSplit>, Previous>(
-          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, registers 136 / 104"));
     };
     using W64 = std::integral_constant<int, 64>;
     using W128 = std::integral_constant<int, 128>;

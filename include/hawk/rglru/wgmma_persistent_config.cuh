@@ -16,7 +16,7 @@
 //! - a ring of kStages operand stages, one 64-wide k panel of the projection each: the chunk's x rows of that panel
 //!   as 3 swizzled [64 tokens][64] tiles, then the panel's rows of Wx and of Wa, [64][64] each and side by side so
 //!   that one m64n128k16 step computes gx | ga (the ring also runs ahead into the next ticket's panels);
-//! - the fp32 gate tile [192][64 (a_bar, u) pairs + padding] (block/chunk_scan.cuh's PairedGateTile);
+//! - the fp32 gate tile [96 token pairs][64 quads (a_bar, a_bar, u, u)] (block/chunk_scan.cuh's TokenPairGateTile);
 //! - per-channel constants and the ticket number of each ticket slot, and the barriers.
 //! Producers hold a finished ticket's gates in their accumulator registers until the chain gives the gate tile
 //! back: the registers are the second gate buffer that shared memory has no room for.
@@ -37,7 +37,8 @@ namespace rglru {
 //! \tparam BlockWidth  w: 64, 128, 192 or 256 (w / 64 k panels per ticket).
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
 //! \tparam ProducerRegisters registers per producer thread after setmaxnreg (the chain and copy warpgroup gets
-//!                     the rest: 512 - 3 x this per lane); 144 shipped, other splits for the sweep.
+//!                     the rest: 512 - 3 x this per lane); 144 shipped (136 / 104 measured 5-14% slower on
+//!                     the H200 at 81a0652: bench/results/2026-12-01-h200-81a0652/sweep-split.txt).
 template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144>
 struct WgmmaPersistentForwardConfig {
   using Element = Element_;
@@ -79,9 +80,9 @@ struct WgmmaPersistentForwardConfig {
   static_assert(BlockWidth_ % 64 == 0 && BlockWidth_ >= 64 && BlockWidth_ <= 256,
                 "WgmmaPersistentForwardConfig: BlockWidth must be 64, 128, 192 or 256");
 
-  //! fp32 gate tile: row t holds (a_bar, u) of each of the 64 channels (h kept over u), then 8 floats of padding
-  //! (block/chunk_scan.cuh's PairedGateTile).
-  static constexpr int kGateStride = 2 * kWidthTile + 8;
+  //! fp32 gate tile: token pairs of 64 quads (a_bar, a_bar, u, u) of two consecutive tokens, h kept over u, and 4
+  //! floats of padding (block/chunk_scan.cuh's TokenPairGateTile).
+  static constexpr int kGatePairStride = 4 * kWidthTile + 4;
 
   // ---- shared memory (bytes from a 1024-byte aligned base) -----------------------------------------------------
   static constexpr std::size_t kXPanelBytes = static_cast<std::size_t>(kTileTokens) * 64 * sizeof(Element_);
@@ -92,7 +93,7 @@ struct WgmmaPersistentForwardConfig {
   static constexpr std::size_t kStageWaOffset = kStageWxOffset + kWeightPanelBytes;
   static constexpr std::size_t kStageBytes = kStageWaOffset + kWeightPanelBytes;
   static constexpr std::size_t kGateOffset = kStages * kStageBytes;
-  static constexpr std::size_t kGateBytes = sizeof(float) * kChunk * kGateStride;
+  static constexpr std::size_t kGateBytes = sizeof(float) * (kChunk / 2) * kGatePairStride;
   //! Per-channel constants of a ticket's 64 channels (-c · softplus(a_param), bx, ba), one set per ticket slot.
   static constexpr std::size_t kConstantsOffset = kGateOffset + kGateBytes;
   static constexpr std::size_t kConstantsBytes = kTicketSlots * 3 * 64 * sizeof(float);

@@ -128,7 +128,7 @@ __device__ __forceinline__ detail::ClaimedChunk claim_chunk(const ChunkedForward
 
 //! Phase 2, by thread `lane` < WidthTile (one channel each): the carry entering the chunk (h0 or the
 //! predecessor's published state), the recurrence over the gate tile `tile` (block/chunk_scan.cuh: PaddedGateTile
-//! or PairedGateTile: where a_bar and u lie and h is kept), the checkpoints, then this chunk's carry published for
+//! or TokenPairGateTile: where a_bar and u lie and h is kept), the checkpoints, then this chunk's carry published for
 //! the successor and, at the sequence's last chunk, h_final and the decay.
 template <class Config, class Element, class Tile>
 __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>& p, const detail::ChunkTicketWork& work,
@@ -159,6 +159,7 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
   if (want_decay) p.carry_decay[work.slot * W + col] = decay;
   // The successor may start now; y follows off the chain.
   publish_carry(p.carry_words + work.slot * W + col, h, want_decay);
+  store_chunk_checkpoints<Config>(tile, claimed.chunk.valid, checkpoints);
   if (work.j == claimed.num_chunks - 1) {
     if (f.h_final != nullptr) f.h_final[claimed.state_row * W + col] = h;
     if (want_decay) f.decay[claimed.state_row * W + col] = decay;

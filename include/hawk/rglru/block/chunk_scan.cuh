@@ -37,6 +37,7 @@ struct GatePair {
 template <class Config>
 struct PaddedGateTile {
   static constexpr int kBatch = kChunkScanBatch;
+  static constexpr int kBuffers = 2;
   float* gates;
   int lane;
   __device__ GatePair pair(int t) const {
@@ -45,84 +46,142 @@ struct PaddedGateTile {
   __device__ void keep(int t, float h) const {
     gates[t * Config::kGateStride + Config::kWidthTile + lane] = h;
   }
-};
-
-//! The persistent Hopper kernel's gate tile (wgmma_persistent_config.cuh): row t holds (a_bar, u) pairs of its 64
-//! channels, channel c at float 2c, rows kGateStride floats apart (8 floats of padding: the producers' float4
-//! stores of two rows meet in 8 banks at most), so that the chain reads a token with one 8-byte load at an
-//! immediate offset from its row. h is kept over u.
-template <class Config>
-struct PairedGateTile {
-  //! Half the padded tile's batch: the chain warps share their registers with the producers (setmaxnreg).
-  static constexpr int kBatch = kChunkScanBatch / 2;
-  float* gates;
-  int lane;
-  //! Float offset of channel c's pair in row t.
-  __device__ static int offset(int t, int c) { return t * Config::kGateStride + 2 * c; }
-  __device__ GatePair pair(int t) const {
-    const float2 v = *reinterpret_cast<const float2*>(gates + offset(t, lane));
-    return {v.x, v.y};
-  }
-  __device__ void keep(int t, float h) const { gates[offset(t, lane) + 1] = h; }
-};
-
-//! Advance the carry `h` of channel `lane` over tokens [0, valid) of the gate tile, token by token, keeping every
-//! h_t (Tile::keep) and storing the carry entering every checkpoint chunk. `decay` follows Π a_bar in the same
-//! order when `want_decay`. Returns the carry after the last token.
-template <class Config, class Tile>
-__device__ __forceinline__ float scan_chunk(const Tile& tile, int valid, float h, float& decay, bool want_decay,
-                                            const ChunkCheckpoints& checkpoints) {
-  using Policy = typename Config::ResetPolicy;
-  constexpr int kBatch = Tile::kBatch;
-  constexpr int kCP = Config::kCheckpointChunk;
-  static_assert(kCP % kBatch == 0, "scan_chunk: a batch must not straddle a checkpoint chunk");
-  // Whole batches, software-pipelined over two register buffers: the next batch's a_bar and u are loaded into one
-  // while the other's steps run (and before their stores of h), so the shared-memory latency hides behind the chain
-  // of fused multiply-adds, and no register copies sit between batches (two batches per loop iteration).
-  const int batches = valid / kBatch;
-  const auto load_batch = [&](float (&a)[kBatch], float (&u)[kBatch], int first) {
+  __device__ void load_batch(int first, float (&a)[kBatch], float (&u)[kBatch]) const {
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      const GatePair g = tile.pair(first + i);
+      const GatePair g = pair(first + i);
       a[i] = g.a_bar;
       u[i] = g.u;
     }
-  };
-  int t = 0;
-  const auto run_batch = [&](const float (&a)[kBatch], const float (&u)[kBatch]) {
-    if (checkpoints.first != nullptr && t % kCP == 0) checkpoints.first[(t / kCP) * checkpoints.stride] = h;
+  }
+  __device__ void keep_batch(int first, const float (&h)[kBatch]) const {
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) keep(first + i, h[i]);
+  }
+};
+
+//! The persistent Hopper kernel's gate tile (wgmma_persistent_config.cuh), laid out for a chain that reads and
+//! writes two tokens per instruction: tokens 2p and 2p + 1 of channel c share one 16-byte quad (a_bar_2p,
+//! a_bar_2p+1, u_2p, u_2p+1), so the chain loads two tokens with one 16-byte load and keeps their two h (over the
+//! u) with one 8-byte store: about half the shared-memory instructions of one token per load, on the path that
+//! bounds one long sequence. Pair p's quads lie in channel order from float p * kPairStride; the 4 floats of
+//! padding per pair put the same channel of 8 consecutive pairs in 8 different 16-byte bank groups, which the
+//! producers' y loads use (store_token_pair_tile_y); the chain's and the producers' own accesses are 128-byte
+//! contiguous runs either way.
+template <class Config>
+struct TokenPairGateTile {
+  //! Tokens a scan batch loads (4 quads): the chain warps share their registers with the producers (setmaxnreg).
+  static constexpr int kBatch = kChunkScanBatch / 2;
+  //! Batches in flight: the loads of a batch are issued two batches ahead of its steps.
+  static constexpr int kBuffers = 3;
+  static constexpr int kPairStride = 4 * Config::kWidthTile + 4;  //!< floats between consecutive pairs' quads
+  static constexpr int kFloats = kPairStride * (Config::kChunk / 2);
+  //! Float offset of channel c's quad in token pair p.
+  __device__ static int offset(int p, int c) { return p * kPairStride + 4 * c; }
+
+  float* column;  //!< this lane's quad in token pair 0
+  __device__ TokenPairGateTile(float* gates, int lane) : column(gates + offset(0, lane)) {}
+  __device__ GatePair pair(int t) const {
+    const float* quad = column + (t >> 1) * kPairStride + (t & 1);
+    return {quad[0], quad[2]};
+  }
+  __device__ void keep(int t, float h) const { column[(t >> 1) * kPairStride + 2 + (t & 1)] = h; }
+  //! Tokens [first, first + kBatch), `first` even.
+  __device__ void load_batch(int first, float (&a)[kBatch], float (&u)[kBatch]) const {
+#pragma unroll
+    for (int k = 0; k < kBatch / 2; ++k) {
+      const float4 quad = *reinterpret_cast<const float4*>(column + ((first >> 1) + k) * kPairStride);
+      a[2 * k] = quad.x;
+      a[2 * k + 1] = quad.y;
+      u[2 * k] = quad.z;
+      u[2 * k + 1] = quad.w;
+    }
+  }
+  __device__ void keep_batch(int first, const float (&h)[kBatch]) const {
+#pragma unroll
+    for (int k = 0; k < kBatch / 2; ++k)
+      *reinterpret_cast<float2*>(column + ((first >> 1) + k) * kPairStride + 2) = make_float2(h[2 * k], h[2 * k + 1]);
+  }
+};
+
+namespace detail {
+
+//! The scan proper: tokens [0, valid) of the gate tile from carry `h`, each h_t kept in the tile (Tile::keep), and
+//! Π a_bar in `decay` when kWantDecay (a template parameter, so that neither loop tests it per batch). Whole batches
+//! run software-pipelined over Tile::kBuffers register buffers: batch n + kBuffers - 1 is loaded while batch n's
+//! steps run (and before their stores of h), so the shared-memory latency hides behind the chain of fused
+//! multiply-adds even where the compiler sinks a load towards its batch, and no register copies sit between
+//! batches (kBuffers batches per loop iteration). Nothing else rides on the chain: the checkpoints are read from
+//! the tile afterwards (store_chunk_checkpoints).
+template <class Config, bool kWantDecay, class Tile>
+__device__ __forceinline__ float scan_tokens(const Tile& tile, int valid, float h, float& decay) {
+  using Policy = typename Config::ResetPolicy;
+  constexpr int kBatch = Tile::kBatch;
+  constexpr int kBuffers = Tile::kBuffers;
+  const int batches = valid / kBatch;
+  const auto run_batch = [&](const float (&a)[kBatch], const float (&u)[kBatch], int first) {
+    float kept[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       h = recurrence_step_for<Policy::kMode>(a[i], h, u[i]);
-      tile.keep(t + i, h);
+      kept[i] = h;
     }
-    if (want_decay) {
+    tile.keep_batch(first, kept);
+    if (kWantDecay) {
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) decay = decay_step(decay, a[i]);
     }
-    t += kBatch;
   };
-  float a0[kBatch], u0[kBatch], a1[kBatch], u1[kBatch];
-  if (batches > 0) load_batch(a0, u0, 0);
+  float a[kBuffers][kBatch], u[kBuffers][kBatch];
+#pragma unroll
+  for (int b = 0; b + 1 < kBuffers; ++b)
+    if (b < batches) tile.load_batch(b * kBatch, a[b], u[b]);
   int batch = 0;
 #pragma unroll 1
-  for (; batch + 2 <= batches; batch += 2) {  // a0, u0 hold batch `batch`
-    load_batch(a1, u1, t + kBatch);
-    run_batch(a0, u0);
-    if (batch + 2 < batches) load_batch(a0, u0, t + kBatch);
-    run_batch(a1, u1);
+  for (; batch + kBuffers <= batches; batch += kBuffers) {  // buffer b holds batch + b, b < kBuffers - 1
+#pragma unroll
+    for (int b = 0; b < kBuffers; ++b) {
+      const int ahead = batch + b + kBuffers - 1;  // into the buffer the previous step freed
+      const int freed = (b + kBuffers - 1) % kBuffers;
+      if (ahead < batches) tile.load_batch(ahead * kBatch, a[freed], u[freed]);
+      run_batch(a[b], u[b], (batch + b) * kBatch);
+    }
   }
-  if (batch < batches) run_batch(a0, u0);
+#pragma unroll
+  for (int b = 0; b + 1 < kBuffers; ++b)
+    if (batch + b < batches) run_batch(a[b], u[b], (batch + b) * kBatch);
 #pragma unroll 1
-  for (; t < valid; ++t) {
-    if (checkpoints.first != nullptr && t % kCP == 0) checkpoints.first[(t / kCP) * checkpoints.stride] = h;
+  for (int t = batches * kBatch; t < valid; ++t) {
     const GatePair g = tile.pair(t);
-    const float a = g.a_bar;
-    h = recurrence_step_for<Policy::kMode>(a, h, g.u);
+    h = recurrence_step_for<Policy::kMode>(g.a_bar, h, g.u);
     tile.keep(t, h);
-    if (want_decay) decay = decay_step(decay, a);
+    if (kWantDecay) decay = decay_step(decay, g.a_bar);
   }
   return h;
+}
+
+}  // namespace detail
+
+//! Advance the carry `h` of channel `lane` over tokens [0, valid) of the gate tile, token by token, keeping every
+//! h_t (Tile::keep); `decay` follows Π a_bar in the same order when `want_decay`. Stores the checkpoint of the
+//! chunk's first token (the carry entering it); store_chunk_checkpoints stores the others once the carry is
+//! published. Returns the carry after the last token.
+template <class Config, class Tile>
+__device__ __forceinline__ float scan_chunk(const Tile& tile, int valid, float h, float& decay, bool want_decay,
+                                            const ChunkCheckpoints& checkpoints) {
+  if (checkpoints.first != nullptr) checkpoints.first[0] = h;
+  return want_decay ? detail::scan_tokens<Config, true>(tile, valid, h, decay)
+                    : detail::scan_tokens<Config, false>(tile, valid, h, decay);
+}
+
+//! The checkpoints of the chunk's later checkpoint sub-chunks (tokens t = kCP, 2 kCP, ... < valid), each the carry
+//! entering token t: h_{t-1} as the scan kept it in the tile. Off the chain: after the carry's publish.
+template <class Config, class Tile>
+__device__ __forceinline__ void store_chunk_checkpoints(const Tile& tile, int valid,
+                                                        const ChunkCheckpoints& checkpoints) {
+  constexpr int kCP = Config::kCheckpointChunk;
+  if (checkpoints.first == nullptr) return;
+  for (int t = kCP; t < valid; t += kCP) checkpoints.first[(t / kCP) * checkpoints.stride] = tile.pair(t - 1).u;
 }
 
 //! The whole CTA stores rows [0, valid) of y from the h the scan left in the gate tile (16-byte vectors).
@@ -152,27 +211,35 @@ __device__ __forceinline__ void store_chunk_y(const float* gates, int valid, typ
   }
 }
 
-//! Threads [0, threads) store rows [0, valid) of y from the h a scan left in a PairedGateTile, 8 channels (16
-//! bytes) per store. `y` points at the chunk's first token, at the tile's first channel; `width` is W.
+//! Threads [0, threads) store rows [0, valid) of y from the h a scan left in a TokenPairGateTile. A piece is 8
+//! channels of a token pair (8 quad loads, two 16-byte stores); 8 consecutive threads take 8 consecutive pairs of
+//! one channel group, so that their loads fall in 8 different bank groups (the tile's padding) and each warp's
+//! stores fill whole 32-byte sectors (4 groups of 8 rows). `y` points at the chunk's first token, at the tile's
+//! first channel; `width` is W.
 template <class Config>
-__device__ __forceinline__ void store_paired_tile_y(const float* gates, int valid, typename Config::Element* y,
-                                                    std::int64_t width, int thread, int threads) {
+__device__ __forceinline__ void store_token_pair_tile_y(const float* gates, int valid, typename Config::Element* y,
+                                                        std::int64_t width, int thread, int threads) {
   using Element = typename Config::Element;
+  using Tile = TokenPairGateTile<Config>;
   constexpr int kGroups = Config::kWidthTile / 8;
+  const int pairs = (valid + 1) / 2;
+  const int pieces = (pairs + 7) / 8 * 8 * kGroups;
   // Unrolled so that several pieces' shared-memory loads are in flight at once: a few warps store a whole chunk.
-#pragma unroll 4
-  for (int piece = thread; piece < valid * kGroups; piece += threads) {
-    const int t = piece / kGroups;
-    const int group = piece % kGroups;
-    const float4* pairs = reinterpret_cast<const float4*>(gates + PairedGateTile<Config>::offset(t, 8 * group));
-    float h[8];
+#pragma unroll 2
+  for (int piece = thread; piece < pieces; piece += threads) {
+    const int p = piece / (8 * kGroups) * 8 + piece % 8;
+    const int group = piece / 8 % kGroups;
+    if (p >= pairs) continue;
+    const float* quads = gates + Tile::offset(p, 8 * group);
+    float even[8], odd[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float4 two = pairs[i];  // (a_bar, h) of channels 8 group + 2i and + 2i + 1
-      h[2 * i] = two.y;
-      h[2 * i + 1] = two.w;
+    for (int k = 0; k < 8; ++k) {
+      const float4 quad = *reinterpret_cast<const float4*>(quads + 4 * k);
+      even[k] = quad.z;  // h of token 2p
+      odd[k] = quad.w;   // h of token 2p + 1
     }
-    store_vector<Element, 8>(y + t * width + 8 * group, h);
+    store_vector<Element, 8>(y + (2 * p) * width + 8 * group, even);
+    if (2 * p + 1 < valid) store_vector<Element, 8>(y + (2 * p + 1) * width + 8 * group, odd);
   }
 }
 

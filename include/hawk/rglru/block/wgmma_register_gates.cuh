@@ -3,7 +3,7 @@
 //! The persistent Hopper chunked forward's producer pieces (wgmma_persistent_config.cuh): one warpgroup projects
 //! its 64 tokens of a ticket over the operand ring's k panels (gx | ga from one m64n128k16 step per k16), evaluates
 //! the gates on its accumulators and keeps them there (a_bar over gx, u over ga) until the chain gives the gate
-//! tile back, then stores them as (a_bar, u) pairs (PairedGateTile).
+//! tile back, then stores them as token-pair quads (TokenPairGateTile).
 //!
 //! Bits: the one-shot kernel's (block/wgmma_chunk_gates.cuh), hence the sequential forward's. Each of gx and ga is
 //! a k-ascending sum of k16 products from a zero accumulator (m64n128k16 computes every column as m64n64k16 does:
@@ -115,20 +115,30 @@ __device__ __forceinline__ void evaluate_register_gates(RegisterGates& r, const 
   }
 }
 
-//! Store this thread's a_bar and u into the gate tile, PairedGateTile's layout (block/chunk_scan.cuh): the two
-//! channels 8j + 2q, + 1 of a row as one float4 (a_bar, u, a_bar, u).
+//! Store this thread's a_bar and u into the gate tile, TokenPairGateTile's layout (block/chunk_scan.cuh): a quad
+//! holds two consecutive tokens of one channel, and the fragment's rows r and r + 1 lie in lanes l and l ^ 4 (same
+//! channels). So the two lanes swap half their values: the lane of the even row stores channel 8j + 2q of both
+//! tokens, the lane of the odd row channel 8j + 2q + 1; one 16-byte store per (n8 block, row) as before.
 template <class Config>
 __device__ __forceinline__ void store_register_gates(const RegisterGates& r, float* gates, int thread) {
+  using Tile = TokenPairGateTile<Config>;
   const int row0 = 64 * (thread / 128) + detail::fragment_row(thread);
+  const bool odd = (row0 & 1) != 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int row = row0 + 8 * half;
+    const int pair = (row0 + 8 * half) / 2;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int i = 4 * j + 2 * half;
-      const int c = 8 * j + detail::fragment_pair(thread);
-      *reinterpret_cast<float4*>(gates + PairedGateTile<Config>::offset(row, c)) =
-          make_float4(r.d[i], r.d[32 + i], r.d[i + 1], r.d[33 + i]);
+      // What the partner row needs: the odd row's channel 2q, or the even row's channel 2q + 1.
+      const float give_a = odd ? r.d[i] : r.d[i + 1];
+      const float give_u = odd ? r.d[32 + i] : r.d[33 + i];
+      const float take_a = __shfl_xor_sync(0xffffffffu, give_a, 4);
+      const float take_u = __shfl_xor_sync(0xffffffffu, give_u, 4);
+      const int c = 8 * j + detail::fragment_pair(thread) + (odd ? 1 : 0);
+      const float4 quad = odd ? make_float4(take_a, r.d[i + 1], take_u, r.d[33 + i])
+                              : make_float4(r.d[i], take_a, r.d[32 + i], take_u);
+      *reinterpret_cast<float4*>(gates + Tile::offset(pair, c)) = quad;
     }
   }
 }

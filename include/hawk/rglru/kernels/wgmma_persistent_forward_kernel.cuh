@@ -96,8 +96,8 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
     if (n > 0) {
       wait_transaction_barrier(tiles.gates_free(), static_cast<std::uint32_t>((n - 1) & 1));
       if (previous_valid > 0) {
-        store_paired_tile_y<Config>(tiles.gates(), previous_valid, f.y + previous_y, f.width, thread,
-                                    Config::kProducerThreads);
+        store_token_pair_tile_y<Config>(tiles.gates(), previous_valid, f.y + previous_y, f.width, thread,
+                                        Config::kProducerThreads);
         named_barrier_sync(kProducerBarrier, Config::kProducerThreads);  // every y row read before the gates land
       }
     }
@@ -127,7 +127,7 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(4, ticket);  // the chain has the gates
     const ChunkTicketWork work = locate_chunk<kC>(p, ticket);
     const ClaimedChunk claimed = claim_chunk<kC, kWT>(p, work, lane);
-    if (claimed.run) chain_chunk<Config>(p, work, claimed, PairedGateTile<Config>{tiles.gates(), lane}, lane);
+    if (claimed.run) chain_chunk<Config>(p, work, claimed, TokenPairGateTile<Config>(tiles.gates(), lane), lane);
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(5, ticket);  // the chain is done (carry published, y stored)
     arrive_on_barrier(tiles.gates_free());
     arrive_on_barrier(tiles.ticket_empty(slot));
@@ -146,6 +146,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
                                     const __grid_constant__ CUtensorMap x_map,
                                     const __grid_constant__ CUtensorMap wx_map,
                                     const __grid_constant__ CUtensorMap wa_map) {
+  static_assert(TokenPairGateTile<Config>::kFloats * sizeof(float) == Config::kGateBytes,
+                "the gate tile's region must hold exactly the token-pair tile");
   extern __shared__ unsigned char dynamic_shared[];
   const int thread = static_cast<int>(threadIdx.x);
   const PersistentTiles<Config> tiles = PersistentTiles<Config>::carve(dynamic_shared);
