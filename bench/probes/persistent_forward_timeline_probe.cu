@@ -1,7 +1,8 @@
 // Where does a ticket of the persistent Hopper chunked forward (WgmmaPersistentForward, issue 16) spend its time?
-// The kernel's timeline hook (HAWK_PERSISTENT_FORWARD_TRACE) is defined here to store %globaltimer at six points of
+// The kernel's timeline hook (HAWK_PERSISTENT_FORWARD_TRACE) is defined here to store %globaltimer at eight points of
 // every ticket: the producers start it (0), its products are done (1), its gates are in registers (2), the gate tile
-// is free for it (3), the chain has its gates (4), the chain is done (5). After warm-up calls, one traced call per
+// is free for it (3), the chain has its gates (4), the chain is done (5), the chain has the carry (6), the chain's
+// scan is done (7). After warm-up calls, one traced call per
 // shape; printed: medians and 90th percentiles of each interval over the tickets, and, for a dense batch, of the
 // chain's wait for the predecessor chunk: done(k) - max(done(predecessor), gates(k)). Not a test of hawk's kernels.
 //
@@ -15,6 +16,7 @@
 #include <vector>
 
 __device__ unsigned long long* g_persistent_trace = nullptr;
+constexpr int kTraceSlots = 9;  // events 0-7, then the CTA
 
 __device__ __forceinline__ unsigned long long probe_now() {
   unsigned long long t;
@@ -25,8 +27,8 @@ __device__ __forceinline__ unsigned long long probe_now() {
 #define HAWK_PERSISTENT_FORWARD_TRACE(event, ticket)                                        \
   do {                                                                                       \
     if (g_persistent_trace != nullptr) {                                                     \
-      g_persistent_trace[(ticket) * 8 + (event)] = probe_now();                              \
-      if ((event) == 0) g_persistent_trace[(ticket) * 8 + 6] = blockIdx.x;                   \
+      g_persistent_trace[(ticket) * kTraceSlots + (event)] = probe_now();                    \
+      if ((event) == 0) g_persistent_trace[(ticket) * kTraceSlots + 8] = blockIdx.x;         \
     }                                                                                        \
   } while (0)
 
@@ -54,7 +56,7 @@ std::string probe(const char* name, const Shape& s) {
   const auto args = arguments(s, GateMode::kFused, ResetMode::kSequenceStart, false, false, b, 0, s.B);
   thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Op<BlockWidth>::workspace_size(args), 1));
   const std::int64_t chunks = (s.L + 191) / 192, tiles = s.W / 64, tickets = s.B * chunks * tiles;
-  thrust::device_vector<unsigned long long> trace(static_cast<std::size_t>(tickets) * 8, 0ull);
+  thrust::device_vector<unsigned long long> trace(static_cast<std::size_t>(tickets) * kTraceSlots, 0ull);
   auto call = [&] {
     const hawk::Status st = Op<BlockWidth>::run(args, raw(workspace), workspace.size(), nullptr);
     if (!st.ok()) {
@@ -83,53 +85,63 @@ std::string probe(const char* name, const Shape& s) {
   thrust::copy(trace.begin(), trace.end(), t.begin());
   unsigned long long origin = ~0ull, end = 0;
   for (std::int64_t k = 0; k < tickets; ++k) {
-    origin = std::min(origin, t[k * 8]);
-    end = std::max(end, t[k * 8 + 5]);
+    origin = std::min(origin, t[k * kTraceSlots]);
+    end = std::max(end, t[k * kTraceSlots + 5]);
   }
-  std::vector<double> products, gates, wait_free, hand_over, chain, chain_wait, start_lag;
+  std::vector<double> products, gates, wait_free, hand_over, chain, chain_wait, start_lag, carry_seen, scan;
   for (std::int64_t k = 0; k < tickets; ++k) {
-    const unsigned long long* e = &t[k * 8];
+    const unsigned long long* e = &t[k * kTraceSlots];
     products.push_back((e[1] - e[0]) * 1e-3);
     gates.push_back((e[2] - e[1]) * 1e-3);
     wait_free.push_back(e[3] > e[2] ? (e[3] - e[2]) * 1e-3 : 0.0);
     hand_over.push_back(e[4] > e[3] ? (e[4] - e[3]) * 1e-3 : 0.0);
     chain.push_back((e[5] - e[4]) * 1e-3);
     start_lag.push_back((e[0] - origin) * 1e-3);
+    scan.push_back(e[7] > e[6] ? (e[7] - e[6]) * 1e-3 : 0.0);
     const std::int64_t predecessor = k - s.B * tiles;  // chunk-major dense tickets
     if (predecessor >= 0) {
-      const unsigned long long ready = std::max(t[predecessor * 8 + 5], e[4]);
+      const unsigned long long ready = std::max(t[predecessor * kTraceSlots + 5], e[4]);
       chain_wait.push_back(e[5] > ready ? (e[5] - ready) * 1e-3 : 0.0);
+      // From the predecessor's scan end (its publish follows) or this chain's gates, whichever is later, to the
+      // carry in hand here: the hand-over of the carry through L2 (and the poll's round trip).
+      const unsigned long long published = std::max(t[predecessor * kTraceSlots + 7], e[4]);
+      carry_seen.push_back(e[6] > published ? (e[6] - published) * 1e-3 : 0.0);
     }
   }
   char line[1024];
   std::snprintf(line, sizeof(line),
                 "%-20s kernel %.1f us (untraced %.1f)  median/p90 us: products %.2f/%.2f  gates %.2f/%.2f  "
-                "wait for tile %.2f/%.2f  hand-over %.2f/%.2f  chain %.2f/%.2f  chain after ready %.2f/%.2f",
+                "wait for tile %.2f/%.2f  hand-over %.2f/%.2f  chain %.2f/%.2f  chain after ready %.2f/%.2f  "
+                "carry seen after publish %.2f/%.2f  scan %.2f/%.2f",
                 name, (end - origin) * 1e-3, untraced_ms * 1e3, quantile(products, 0.5), quantile(products, 0.9),
                 quantile(gates, 0.5), quantile(gates, 0.9), quantile(wait_free, 0.5), quantile(wait_free, 0.9),
                 quantile(hand_over, 0.5), quantile(hand_over, 0.9), quantile(chain, 0.5), quantile(chain, 0.9),
-                quantile(chain_wait, 0.5), quantile(chain_wait, 0.9));
+                quantile(chain_wait, 0.5), quantile(chain_wait, 0.9), quantile(carry_seen, 0.5),
+                quantile(carry_seen, 0.9), quantile(scan, 0.5), quantile(scan, 0.9));
   std::fprintf(stderr, "%s\n", line);
   // The first 12 tickets of CTA 0, as a timeline (us from the first start).
   std::string cta0;
   int shown = 0;
   for (std::int64_t k = 0; k < tickets && shown < 12; ++k) {
-    if (t[k * 8 + 6] != 0) continue;
+    if (t[k * kTraceSlots + 8] != 0) continue;
     ++shown;
     char row[256];
     std::snprintf(row, sizeof(row), "  ticket %6lld: start %7.2f products %7.2f gates %7.2f free %7.2f chain %7.2f done %7.2f\n",
-                  static_cast<long long>(k), (t[k * 8] - origin) * 1e-3, (t[k * 8 + 1] - origin) * 1e-3,
-                  (t[k * 8 + 2] - origin) * 1e-3, (t[k * 8 + 3] - origin) * 1e-3, (t[k * 8 + 4] - origin) * 1e-3,
-                  (t[k * 8 + 5] - origin) * 1e-3);
+                  static_cast<long long>(k), (t[k * kTraceSlots] - origin) * 1e-3,
+                  (t[k * kTraceSlots + 1] - origin) * 1e-3, (t[k * kTraceSlots + 2] - origin) * 1e-3,
+                  (t[k * kTraceSlots + 3] - origin) * 1e-3, (t[k * kTraceSlots + 4] - origin) * 1e-3,
+                  (t[k * kTraceSlots + 5] - origin) * 1e-3);
     cta0 += row;
   }
   std::fprintf(stderr, "%s", cta0.c_str());
   char json[768];
   std::snprintf(json, sizeof(json),
                 "{\"shape\": \"%s\", \"kernel_us\": %.2f, \"products_us\": %.3f, \"gates_us\": %.3f, \"wait_tile_us\": %.3f, "
-                "\"hand_over_us\": %.3f, \"chain_us\": %.3f, \"chain_after_ready_us\": %.3f}",
+                "\"hand_over_us\": %.3f, \"chain_us\": %.3f, \"chain_after_ready_us\": %.3f, \"carry_seen_us\": %.3f, "
+                "\"scan_us\": %.3f}",
                 name, (end - origin) * 1e-3, quantile(products, 0.5), quantile(gates, 0.5), quantile(wait_free, 0.5),
-                quantile(hand_over, 0.5), quantile(chain, 0.5), quantile(chain_wait, 0.5));
+                quantile(hand_over, 0.5), quantile(chain, 0.5), quantile(chain_wait, 0.5), quantile(carry_seen, 0.5),
+                quantile(scan, 0.5));
   return json;
 }
 

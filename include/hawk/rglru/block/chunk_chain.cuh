@@ -130,9 +130,16 @@ __device__ __forceinline__ detail::ClaimedChunk claim_chunk(const ChunkedForward
 //! predecessor's published state), the recurrence over the gate tile `tile` (block/chunk_scan.cuh: PaddedGateTile
 //! or TokenPairGateTile: where a_bar and u lie and h is kept), the checkpoints, then this chunk's carry published for
 //! the successor and, at the sequence's last chunk, h_final and the decay.
-template <class Config, class Element, class Tile>
+//! `progress` is called with 0 once the carry is in hand and 1 once the scan is done (before the publish): a
+//! timeline probe's hook (bench/probes/persistent_forward_timeline_probe.cu); the kernels pass nothing.
+struct NoChainProgress {
+  __device__ void operator()(int) const {}
+};
+
+template <class Config, class Element, class Tile, class Progress = NoChainProgress>
 __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>& p, const detail::ChunkTicketWork& work,
-                                            const detail::ClaimedChunk& claimed, const Tile& tile, int lane) {
+                                            const detail::ClaimedChunk& claimed, const Tile& tile, int lane,
+                                            const Progress& progress = Progress{}) {
   using Policy = typename Config::ResetPolicy;
   const ForwardParams<Element>& f = p.forward;
   const std::int64_t W = f.width;
@@ -155,7 +162,9 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
     const std::int64_t row = c.begin / kCP + work.n + c.chunk_start / kCP;  // checkpoint_row()
     checkpoints.first = f.checkpoints + row * W + col;
   }
+  progress(0);
   h = scan_chunk<Config>(tile, claimed.chunk.valid, h, decay, want_decay, checkpoints);
+  progress(1);
   if (want_decay) p.carry_decay[work.slot * W + col] = decay;
   // The successor may start now; y follows off the chain.
   publish_carry(p.carry_words + work.slot * W + col, h, want_decay);

@@ -36,7 +36,7 @@
 #include "hawk/rglru/wgmma_persistent_config.cuh"
 
 // A timeline hook for bench/probes/persistent_forward_timeline_probe.cu, which defines it before including this
-// header to record when each ticket passes each point (events numbered below); nothing otherwise.
+// header to record when each ticket passes each point (events numbered below, 0-7); nothing otherwise.
 #ifndef HAWK_PERSISTENT_FORWARD_TRACE
 #define HAWK_PERSISTENT_FORWARD_TRACE(event, ticket) ((void)0)
 #endif
@@ -127,7 +127,12 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(4, ticket);  // the chain has the gates
     const ChunkTicketWork work = locate_chunk<kC>(p, ticket);
     const ClaimedChunk claimed = claim_chunk<kC, kWT>(p, work, lane);
-    if (claimed.run) chain_chunk<Config>(p, work, claimed, TokenPairGateTile<Config>(tiles.gates(), lane), lane);
+    // Events 6 and 7 of the timeline hook: the carry is in hand, the scan is done.
+    const auto progress = [&](int step) {
+      if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(6 + step, ticket);
+    };
+    if (claimed.run)
+      chain_chunk<Config>(p, work, claimed, TokenPairGateTile<Config>(tiles.gates(), lane), lane, progress);
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(5, ticket);  // the chain is done (carry published, y stored)
     arrive_on_barrier(tiles.gates_free());
     arrive_on_barrier(tiles.ticket_empty(slot));
