@@ -40,9 +40,9 @@ namespace {
 
 using namespace rglru_bench;
 
-template <int BlockWidth>
+template <int BlockWidth, bool QuietChain = false>
 using Op = hawk::rglru::WgmmaPersistentForward<
-    hawk::rglru::WgmmaPersistentForwardConfig<Element, BlockWidth, hawk::rglru::ResetAtSequenceStart>>;
+    hawk::rglru::WgmmaPersistentForwardConfig<Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, QuietChain>>;
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
@@ -50,15 +50,16 @@ double quantile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
-template <int BlockWidth>
+template <int BlockWidth, bool QuietChain = false>
 std::string probe(const char* name, const Shape& s) {
+  using Persistent = Op<BlockWidth, QuietChain>;
   ForwardBuffers b = make_buffers(s, GateMode::kFused, s.B);
   const auto args = arguments(s, GateMode::kFused, ResetMode::kSequenceStart, false, false, b, 0, s.B);
-  thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Op<BlockWidth>::workspace_size(args), 1));
+  thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Persistent::workspace_size(args), 1));
   const std::int64_t chunks = (s.L + 191) / 192, tiles = s.W / 64, tickets = s.B * chunks * tiles;
   thrust::device_vector<unsigned long long> trace(static_cast<std::size_t>(tickets) * kTraceSlots, 0ull);
   auto call = [&] {
-    const hawk::Status st = Op<BlockWidth>::run(args, raw(workspace), workspace.size(), nullptr);
+    const hawk::Status st = Persistent::run(args, raw(workspace), workspace.size(), nullptr);
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", st.to_string().c_str());
       std::exit(2);
@@ -153,6 +154,9 @@ int main(int argc, char** argv) {
   rows.push_back(probe<64>("(16,1024,1024,16)", Shape{16, 1024, 1024, 16, 0}));
   rows.push_back(probe<256>("(1,8192,2560,10)", Shape{1, 8192, 2560, 10, 0}));
   rows.push_back(probe<256>("(1,65536,2560,10)", Shape{1, 65536, 2560, 10, 0}));
+  // The quiet-chain experiment (WgmmaPersistentForwardConfig's QuietChain): the scan alone on its SM.
+  rows.push_back(probe<256, true>("(1,8192,2560,10) quiet", Shape{1, 8192, 2560, 10, 0}));
+  rows.push_back(probe<256, true>("(1,65536,2560,10) quiet", Shape{1, 65536, 2560, 10, 0}));
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
     if (f == nullptr) return 2;

@@ -270,6 +270,10 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Persistent>, Previous>(
           name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, Threads 512, smem " +
                                    std::to_string(Persistent::kSharedBytes / 1024) + " KB"));
+      // The quiet-chain experiment: the producers start a ticket only once the chain's scan of the last one is done.
+      using Quiet = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, true>;
+      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Quiet>, Previous>(
+          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, quiet chain"));
     };
     using W64 = std::integral_constant<int, 64>;
     using W128 = std::integral_constant<int, 128>;

@@ -39,7 +39,12 @@ namespace rglru {
 //! \tparam ProducerRegisters registers per producer thread after setmaxnreg (the chain and copy warpgroup gets
 //!                     the rest: 512 - 3 x this per lane); 144 shipped (136 / 104 measured 5-14% slower on
 //!                     the H200 at 81a0652: bench/results/2026-12-01-h200-81a0652/sweep-split.txt).
-template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144>
+//! \tparam QuietChain  false (shipped): the producers project and evaluate ticket k + 1 while the chain scans
+//!                     ticket k. true (an experiment for the sweep and the timeline probe): they wait until the
+//!                     chain is done with ticket k, store its y, and only then start ticket k + 1, so that the scan
+//!                     runs alone on the SM (no wgmma operand reads, gate math or tile traffic beside it) while the
+//!                     producers work in the time the chain waits for carries; same bits.
+template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144, bool QuietChain_ = false>
 struct WgmmaPersistentForwardConfig {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
@@ -61,6 +66,7 @@ struct WgmmaPersistentForwardConfig {
   //! pairs and the gate math; the chain warps (two batches of 8 a_bar and u) and the copy warp need fewer.
   static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
   static constexpr int kProducerRegisters = ProducerRegisters_;
+  static constexpr bool kQuietChain = QuietChain_;
   static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
   static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
                     kProducerRegisters <= 256,

@@ -43,10 +43,10 @@ template <class Config>
 struct OperatorOf {
   using type = hawk::rglru::WgmmaChunkedForward<Config>;
 };
-template <class E, int BlockWidth, class Policy, int ProducerRegisters>
-struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters>> {
+template <class E, int BlockWidth, class Policy, int ProducerRegisters, bool QuietChain>
+struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, QuietChain>> {
   using type = hawk::rglru::WgmmaPersistentForward<
-      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters>>;
+      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, QuietChain>>;
 };
 
 template <class E, class Config>
@@ -191,6 +191,11 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
   }
   SECTION("a long chain, dense and packed, repeated") {
     check_long_chains<hawk::rglru::WgmmaPersistentForwardConfig<Bf16, 128, NoReset>>(4);
+  }
+  SECTION("the sweep's quiet-chain experiment (producers wait for the chain's scan), bf16 w = 256, reset flags") {
+    using Quiet = WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, true>;
+    check_against_sequential<Bf16, ResetFlags, 256, Quiet>(kPackedLengths, true, true);
+    check_long_chains<Quiet>(2);
   }
   SECTION("w = 256 (what forward() runs): long chains, resets at chunk edges, lengths a multiple of 192") {
     // bf16 packed with reset flags at the tokens around each 192-token chunk edge and h0; fp16 dense with a reset at

@@ -63,11 +63,23 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
   long long use = 0;            // stage uses consumed
   int previous_valid = 0;       // rows of ticket n - 1 whose y is still in the gate tile
   std::int64_t previous_y = 0;  // ticket n - 1's first y element
+  // Wait until the chain is done with ticket n - 1's tile, then store its y from the h the chain left there; every
+  // y row is read (the named barrier) before any producer stores ticket n's gates over it.
+  const auto release_previous_tile = [&](long long n) {
+    wait_transaction_barrier(tiles.gates_free(), static_cast<std::uint32_t>((n - 1) & 1));
+    if (previous_valid > 0) {
+      store_token_pair_tile_y<Config>(tiles.gates(), previous_valid, f.y + previous_y, f.width, thread,
+                                      Config::kProducerThreads);
+      named_barrier_sync(kProducerBarrier, Config::kProducerThreads);
+    }
+  };
   for (long long n = 0;; ++n) {
     const int slot = static_cast<int>(n % kSlots);
     wait_transaction_barrier(tiles.ticket_full(slot), full_parity(n, kSlots));
     const long long ticket = *tiles.ticket(slot);
     if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(0, ticket);  // the producers start the ticket
+    // QuietChain: ticket n - 1's y first, so that the chain's scan of it runs with the producers idle.
+    if (Config::kQuietChain && n > 0) release_previous_tile(n);
     ClaimedChunk claimed{};
     if (ticket < p.tickets) claimed = claim_chunk<kC, kWT>(p, locate_chunk<kC>(p, ticket), kWT);
     RegisterGates r;
@@ -93,14 +105,7 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
     // The chain is done with ticket n - 1's tile before ticket n's gates overwrite it (and has seen gates_full's
     // previous phase, so its parity cannot wrap). The producers store ticket n - 1's y from the h it left there
     // first: they wait for the tile anyway, and the chain's critical path then carries only the scan.
-    if (n > 0) {
-      wait_transaction_barrier(tiles.gates_free(), static_cast<std::uint32_t>((n - 1) & 1));
-      if (previous_valid > 0) {
-        store_token_pair_tile_y<Config>(tiles.gates(), previous_valid, f.y + previous_y, f.width, thread,
-                                        Config::kProducerThreads);
-        named_barrier_sync(kProducerBarrier, Config::kProducerThreads);  // every y row read before the gates land
-      }
-    }
+    if (!Config::kQuietChain && n > 0) release_previous_tile(n);
     if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(3, ticket);  // the tile is free
     if (claimed.run) store_register_gates<Config>(r, tiles.gates(), thread);
     arrive_on_barrier(tiles.gates_full());
