@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
@@ -192,33 +193,47 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
   SECTION("a long chain, dense and packed, repeated") {
     check_long_chains<hawk::rglru::WgmmaPersistentForwardConfig<Bf16, 128, NoReset>>(4);
   }
-  SECTION("the sweep's quiet-chain experiment (producers wait for the chain's scan), bf16 w = 256, reset flags") {
-    using Quiet = WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, true>;
-    check_against_sequential<Bf16, ResetFlags, 256, Quiet>(kPackedLengths, true, true);
-    check_long_chains<Quiet>(2);
+}
+
+// Its own test case (tests/run_sanitizer.py runs one process per test case, so the long chains get their own time
+// limit); under compute-sanitizer (HAWK_SANITIZE) a fifth of the tokens and two runs each, still several tickets per
+// CTA, so the ticket slots and the operand ring wrap.
+TEST_CASE("the persistent Hopper chunked forward at w = 256 (what forward() runs) keeps the bits over long chains "
+          "with resets at chunk edges and lengths a multiple of 192",
+          "[rglru][forward][chunked][wgmma][persistent]") {
+  if (!on_sm90()) return;
+  using hawk::rglru::WgmmaPersistentForwardConfig;
+  const bool sanitizing = std::getenv("HAWK_SANITIZE") != nullptr;
+  // bf16 packed with reset flags at the tokens around each 192-token chunk edge and h0; fp16 dense with a reset at
+  // each sequence start, a whole number of chunks. The decay output on and off (release and relaxed carry publishes).
+  {
+    const std::vector<std::int64_t> lengths = sanitizing ? std::vector<std::int64_t>{8000, 0, 3840, 1, 4609}
+                                                         : std::vector<std::int64_t>{20000, 0, 7680, 1, 11521};
+    Problem p = rglru_test::make_problem<Bf16>(512, 2, lengths, true, kFused, hawk::rglru::ResetMode::kFlags, true);
+    for (std::size_t n = 0; n + 1 < p.cu_seqlens.size(); ++n)
+      for (std::int64_t local : {191, 192, 193, 383, 384, 576}) {
+        const std::int64_t t = p.cu_seqlens[n] + local;
+        if (t < p.cu_seqlens[n + 1]) p.reset[static_cast<std::size_t>(t)] = 1;
+      }
+    INFO("bf16 packed");
+    check_repeated_runs<Bf16, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags>, Sequential<Bf16, ResetFlags, 256>>(
+        p, sanitizing ? 2 : 4);
   }
-  SECTION("w = 256 (what forward() runs): long chains, resets at chunk edges, lengths a multiple of 192") {
-    // bf16 packed with reset flags at the tokens around each 192-token chunk edge and h0; fp16 dense with a reset at
-    // each sequence start, L = 100 chunks exactly. Many tickets per CTA, so the ticket slots and the ring wrap many
-    // times; the decay output on and off (release and relaxed carry publishes).
-    {
-      const std::vector<std::int64_t> lengths{20000, 0, 7680, 1, 11521};
-      Problem p = rglru_test::make_problem<Bf16>(512, 2, lengths, true, kFused, hawk::rglru::ResetMode::kFlags, true);
-      for (std::size_t n = 0; n + 1 < p.cu_seqlens.size(); ++n)
-        for (std::int64_t local : {191, 192, 193, 383, 384, 576}) {
-          const std::int64_t t = p.cu_seqlens[n] + local;
-          if (t < p.cu_seqlens[n + 1]) p.reset[static_cast<std::size_t>(t)] = 1;
-        }
-      INFO("bf16 packed");
-      check_repeated_runs<Bf16, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags>, Sequential<Bf16, ResetFlags, 256>>(
-          p, 4);
-    }
-    {
-      const Problem p = rglru_test::make_problem<__half>(512, 2, {19200, 19200}, false, kFused,
-                                                         hawk::rglru::ResetMode::kSequenceStart, false);
-      INFO("fp16 dense");
-      check_repeated_runs<__half, WgmmaPersistentForwardConfig<__half, 256, ResetAtSequenceStart>,
-                          Sequential<__half, ResetAtSequenceStart, 256>>(p, 2);
-    }
+  {
+    const std::int64_t L = sanitizing ? 3840 : 19200;
+    const Problem p = rglru_test::make_problem<__half>(512, 2, {L, L}, false, kFused,
+                                                       hawk::rglru::ResetMode::kSequenceStart, false);
+    INFO("fp16 dense");
+    check_repeated_runs<__half, WgmmaPersistentForwardConfig<__half, 256, ResetAtSequenceStart>,
+                        Sequential<__half, ResetAtSequenceStart, 256>>(p, 2);
   }
+}
+
+TEST_CASE("the persistent kernel's quiet-chain experiment (the producers wait for the chain's scan) keeps the bits",
+          "[rglru][forward][chunked][wgmma][persistent]") {
+  if (!on_sm90()) return;
+  using hawk::rglru::WgmmaPersistentForwardConfig;
+  check_against_sequential<Bf16, ResetFlags, 256, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, true>>(
+      kPackedLengths, true, true);
+  check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, true>>(2);
 }
