@@ -40,9 +40,11 @@ namespace {
 
 using namespace rglru_bench;
 
-template <int BlockWidth, bool QuietChain = false>
+using hawk::rglru::ScanPriority;
+
+template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare>
 using Op = hawk::rglru::WgmmaPersistentForward<
-    hawk::rglru::WgmmaPersistentForwardConfig<Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, QuietChain>>;
+    hawk::rglru::WgmmaPersistentForwardConfig<Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, Priority>>;
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
@@ -50,9 +52,9 @@ double quantile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
-template <int BlockWidth, bool QuietChain = false>
+template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare>
 std::string probe(const char* name, const Shape& s) {
-  using Persistent = Op<BlockWidth, QuietChain>;
+  using Persistent = Op<BlockWidth, Priority>;
   ForwardBuffers b = make_buffers(s, GateMode::kFused, s.B);
   const auto args = arguments(s, GateMode::kFused, ResetMode::kSequenceStart, false, false, b, 0, s.B);
   thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Persistent::workspace_size(args), 1));
@@ -154,9 +156,12 @@ int main(int argc, char** argv) {
   rows.push_back(probe<64>("(16,1024,1024,16)", Shape{16, 1024, 1024, 16, 0}));
   rows.push_back(probe<256>("(1,8192,2560,10)", Shape{1, 8192, 2560, 10, 0}));
   rows.push_back(probe<256>("(1,65536,2560,10)", Shape{1, 65536, 2560, 10, 0}));
-  // The quiet-chain experiment (WgmmaPersistentForwardConfig's QuietChain): the scan alone on its SM.
-  rows.push_back(probe<256, true>("(1,8192,2560,10) quiet", Shape{1, 8192, 2560, 10, 0}));
-  rows.push_back(probe<256, true>("(1,65536,2560,10) quiet", Shape{1, 65536, 2560, 10, 0}));
+  // The scan-priority experiments (WgmmaPersistentForwardConfig's ScanPriority): the scan alone on its SM (quiet),
+  // or the producers paused while it runs (yield).
+  rows.push_back(probe<256, ScanPriority::kQuiet>("(1,8192,2560,10) quiet", Shape{1, 8192, 2560, 10, 0}));
+  rows.push_back(probe<256, ScanPriority::kQuiet>("(1,65536,2560,10) quiet", Shape{1, 65536, 2560, 10, 0}));
+  rows.push_back(probe<256, ScanPriority::kYield>("(1,8192,2560,10) yield", Shape{1, 8192, 2560, 10, 0}));
+  rows.push_back(probe<256, ScanPriority::kYield>("(1,65536,2560,10) yield", Shape{1, 65536, 2560, 10, 0}));
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
     if (f == nullptr) return 2;

@@ -270,10 +270,15 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Persistent>, Previous>(
           name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, Threads 512, smem " +
                                    std::to_string(Persistent::kSharedBytes / 1024) + " KB"));
-      // The quiet-chain experiment: the producers start a ticket only once the chain's scan of the last one is done.
-      using Quiet = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, true>;
+      // The scan-priority experiments: the producers start a ticket only once the chain is done with the last
+      // (quiet), or pause while the chain scans (yield).
+      using hawk::rglru::ScanPriority;
+      using Quiet = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kQuiet>;
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Quiet>, Previous>(
           name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, quiet chain"));
+      using Yield = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kYield>;
+      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Yield>, Previous>(
+          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, producers yield to the scan"));
     };
     using W64 = std::integral_constant<int, 64>;
     using W128 = std::integral_constant<int, 128>;

@@ -33,18 +33,27 @@
 namespace hawk {
 namespace rglru {
 
+//! How the persistent kernel's producers share the SM with the chain while it scans a ticket.
+enum class ScanPriority {
+  kShare,  //!< shipped: the producers project and evaluate ticket k + 1 while the chain scans ticket k
+  //! the producers start ticket k + 1 only once the chain is done with ticket k (and they stored its y): the scan
+  //! runs alone, and the producers work while the chain waits for its next carry
+  kQuiet,
+  //! the producers pause (before each k panel and between the channels of their gate math) while the chain scans,
+  //! and work on while it waits for a carry: a flag in shared memory, set by the chain from carry to publish
+  kYield,
+};
+
 //! \tparam Element     __nv_bfloat16 or __half.
 //! \tparam BlockWidth  w: 64, 128, 192 or 256 (w / 64 k panels per ticket).
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
 //! \tparam ProducerRegisters registers per producer thread after setmaxnreg (the chain and copy warpgroup gets
 //!                     the rest: 512 - 3 x this per lane); 144 shipped (136 / 104 measured 5-14% slower on
 //!                     the H200 at 81a0652: bench/results/2026-12-01-h200-81a0652/sweep-split.txt).
-//! \tparam QuietChain  false (shipped): the producers project and evaluate ticket k + 1 while the chain scans
-//!                     ticket k. true (an experiment for the sweep and the timeline probe): they wait until the
-//!                     chain is done with ticket k, store its y, and only then start ticket k + 1, so that the scan
-//!                     runs alone on the SM (no wgmma operand reads, gate math or tile traffic beside it) while the
-//!                     producers work in the time the chain waits for carries; same bits.
-template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144, bool QuietChain_ = false>
+//! \tparam Priority    how the producers share the SM with the chain's scan (ScanPriority below); kShare shipped,
+//!                     the others are experiments for the sweep and the timeline probe. Same bits either way.
+template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144,
+          ScanPriority Priority_ = ScanPriority::kShare>
 struct WgmmaPersistentForwardConfig {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
@@ -66,7 +75,7 @@ struct WgmmaPersistentForwardConfig {
   //! pairs and the gate math; the chain warps (two batches of 8 a_bar and u) and the copy warp need fewer.
   static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
   static constexpr int kProducerRegisters = ProducerRegisters_;
-  static constexpr bool kQuietChain = QuietChain_;
+  static constexpr ScanPriority kPriority = Priority_;
   static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
   static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
                     kProducerRegisters <= 256,
@@ -109,7 +118,9 @@ struct WgmmaPersistentForwardConfig {
   //! gates_full, gates_free.
   static constexpr std::size_t kBarrierOffset = kTicketOffset + kTicketSlots * sizeof(long long);
   static constexpr int kBarriers = 2 * kStages + 2 * kTicketSlots + 2;
-  static constexpr std::size_t kSharedBytes = kBarrierOffset + kBarriers * 8 + 1024;
+  //! ScanPriority::kYield's flag: nonzero while the chain scans.
+  static constexpr std::size_t kScanFlagOffset = kBarrierOffset + kBarriers * 8;
+  static constexpr std::size_t kSharedBytes = kScanFlagOffset + 8 + 1024;
   static_assert(kStageBytes % 1024 == 0, "the swizzled operand tiles must stay 1024-byte aligned");
   static_assert(kSharedBytes <= 227u * 1024u, "WgmmaPersistentForwardConfig: shared memory exceeds 227 KB per CTA");
 

@@ -44,10 +44,10 @@ template <class Config>
 struct OperatorOf {
   using type = hawk::rglru::WgmmaChunkedForward<Config>;
 };
-template <class E, int BlockWidth, class Policy, int ProducerRegisters, bool QuietChain>
-struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, QuietChain>> {
+template <class E, int BlockWidth, class Policy, int ProducerRegisters, hawk::rglru::ScanPriority Priority>
+struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority>> {
   using type = hawk::rglru::WgmmaPersistentForward<
-      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, QuietChain>>;
+      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority>>;
 };
 
 template <class E, class Config>
@@ -229,11 +229,22 @@ TEST_CASE("the persistent Hopper chunked forward at w = 256 (what forward() runs
   }
 }
 
-TEST_CASE("the persistent kernel's quiet-chain experiment (the producers wait for the chain's scan) keeps the bits",
+TEST_CASE("the persistent kernel's scan-priority experiments (the producers wait for, or pause during, the chain's "
+          "scan) keep the bits",
           "[rglru][forward][chunked][wgmma][persistent]") {
   if (!on_sm90()) return;
+  using hawk::rglru::ScanPriority;
   using hawk::rglru::WgmmaPersistentForwardConfig;
-  check_against_sequential<Bf16, ResetFlags, 256, WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, true>>(
-      kPackedLengths, true, true);
-  check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, true>>(2);
+  SECTION("quiet: the producers start a ticket once the chain is done with the last") {
+    check_against_sequential<Bf16, ResetFlags, 256,
+                             WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, ScanPriority::kQuiet>>(
+        kPackedLengths, true, true);
+    check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kQuiet>>(2);
+  }
+  SECTION("yield: the producers pause while the chain scans") {
+    check_against_sequential<Bf16, ResetFlags, 256,
+                             WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, ScanPriority::kYield>>(
+        kPackedLengths, true, true);
+    check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kYield>>(2);
+  }
 }

@@ -62,6 +62,10 @@ struct PersistentTiles {
   __device__ std::uint64_t* gates_full() const { return barrier(2 * Config::kStages + 2 * Config::kTicketSlots); }
   __device__ std::uint64_t* gates_free() const { return barrier(2 * Config::kStages + 2 * Config::kTicketSlots + 1); }
 
+  //! ScanPriority::kYield: nonzero while the chain scans a ticket (a hint: nothing waits on it for correctness).
+  //! Written and read with atomics only (shared-memory atomics: no data race for the sanitizer to report).
+  __device__ int* scan_flag() const { return reinterpret_cast<int*>(base + Config::kScanFlagOffset); }
+
   __device__ static PersistentTiles carve(unsigned char* dynamic_shared) {
     const auto address = reinterpret_cast<std::uintptr_t>(dynamic_shared);
     return {dynamic_shared + ((1024 - address % 1024) % 1024)};
@@ -79,6 +83,7 @@ struct PersistentTiles {
     }
     init_transaction_barrier(gates_full(), Config::kProducerThreads);
     init_transaction_barrier(gates_free(), Config::kChainThreads);
+    *scan_flag() = 0;
     fence_transaction_barrier_init();
   }
 };

@@ -84,13 +84,18 @@ __device__ __forceinline__ void read_x_pairs(const PersistentTiles<Config>& tile
     }
 }
 
+//! No pause between channel groups (evaluate_register_gates's default).
+struct NoGatePause {
+  __device__ void operator()() const {}
+};
+
 //! The gates of this thread's fragment, in place: gx + bx -> a_bar, ga + ba -> u. `constants` holds the ticket's
 //! -c · softplus(a_param), bx, ba of its 64 channels; `reset_flags` (ResetFlags) points at the chunk's first
-//! token's flag.
-template <class Config>
+//! token's flag; `pause` runs before each of the 8 channel groups.
+template <class Config, class Pause = NoGatePause>
 __device__ __forceinline__ void evaluate_register_gates(RegisterGates& r, const float* constants,
                                                         const ChunkExtent& chunk, const std::uint8_t* reset_flags,
-                                                        int thread) {
+                                                        int thread, const Pause& pause = Pause{}) {
   using Element = typename Config::Element;
   const int row0 = 64 * (thread / 128) + detail::fragment_row(thread);
   const bool reset[2] = {detail::row_is_reset<Config>(reset_flags, chunk.chunk_start, row0, chunk.valid),
@@ -98,6 +103,7 @@ __device__ __forceinline__ void evaluate_register_gates(RegisterGates& r, const 
   // Channel by channel, both rows at once: each channel's three constants are loaded once and die at once.
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
+    pause();  // ScanPriority::kYield: the chain's scan goes first
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int c = 8 * j + detail::fragment_pair(thread) + e;

@@ -63,6 +63,12 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
   long long use = 0;            // stage uses consumed
   int previous_valid = 0;       // rows of ticket n - 1 whose y is still in the gate tile
   std::int64_t previous_y = 0;  // ticket n - 1's first y element
+  constexpr bool kQuiet = Config::kPriority == ScanPriority::kQuiet;
+  // ScanPriority::kYield: wait while the chain scans (a hint; it never waits for the producers meanwhile).
+  const auto pause = [&] {
+    if (Config::kPriority == ScanPriority::kYield)
+      while (atomicAdd(tiles.scan_flag(), 0) != 0) __nanosleep(64);
+  };
   // Wait until the chain is done with ticket n - 1's tile, then store its y from the h the chain left there; every
   // y row is read (the named barrier) before any producer stores ticket n's gates over it.
   const auto release_previous_tile = [&](long long n) {
@@ -78,8 +84,8 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
     wait_transaction_barrier(tiles.ticket_full(slot), full_parity(n, kSlots));
     const long long ticket = *tiles.ticket(slot);
     if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(0, ticket);  // the producers start the ticket
-    // QuietChain: ticket n - 1's y first, so that the chain's scan of it runs with the producers idle.
-    if (Config::kQuietChain && n > 0) release_previous_tile(n);
+    // ScanPriority::kQuiet: ticket n - 1's y first, so that the chain's scan of it runs with the producers idle.
+    if (kQuiet && n > 0) release_previous_tile(n);
     ClaimedChunk claimed{};
     if (ticket < p.tickets) claimed = claim_chunk<kC, kWT>(p, locate_chunk<kC>(p, ticket), kWT);
     RegisterGates r;
@@ -92,6 +98,7 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
       for (int panel = 0; panel < Config::kPanels; ++panel, ++use) {
         const int s = static_cast<int>(use % Config::kStages);
         wait_transaction_barrier(tiles.stage_full(s), full_parity(use, Config::kStages));
+        pause();
         project_panel<Config>(tiles, s, thread / 128, r.d);
         if (panel == x_panel) read_x_pairs<Config>(tiles, s, thread, r.x_pairs);
         arrive_on_barrier(tiles.stage_empty(s));  // this thread's products and x reads of stage s are done
@@ -99,13 +106,13 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
       if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(1, ticket);  // products done
       const std::uint8_t* reset_flags =
           Config::ResetPolicy::kMode == ResetMode::kFlags ? f.reset + (chunk.begin + chunk.chunk_start) : nullptr;
-      evaluate_register_gates<Config>(r, tiles.constants(slot), chunk, reset_flags, thread);
+      evaluate_register_gates<Config>(r, tiles.constants(slot), chunk, reset_flags, thread, pause);
       if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(2, ticket);  // gates in registers
     }
     // The chain is done with ticket n - 1's tile before ticket n's gates overwrite it (and has seen gates_full's
     // previous phase, so its parity cannot wrap). The producers store ticket n - 1's y from the h it left there
     // first: they wait for the tile anyway, and the chain's critical path then carries only the scan.
-    if (!Config::kQuietChain && n > 0) release_previous_tile(n);
+    if (!kQuiet && n > 0) release_previous_tile(n);
     if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(3, ticket);  // the tile is free
     if (claimed.run) store_register_gates<Config>(r, tiles.gates(), thread);
     arrive_on_barrier(tiles.gates_full());
@@ -132,9 +139,12 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(4, ticket);  // the chain has the gates
     const ChunkTicketWork work = locate_chunk<kC>(p, ticket);
     const ClaimedChunk claimed = claim_chunk<kC, kWT>(p, work, lane);
-    // Events 6 and 7 of the timeline hook: the carry is in hand, the scan is done.
+    // Events 6 and 7 of the timeline hook: the carry is in hand, the scan is done; ScanPriority::kYield's flag.
     const auto progress = [&](int step) {
-      if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(6 + step, ticket);
+      if (lane == 0) {
+        if (Config::kPriority == ScanPriority::kYield) atomicExch(tiles.scan_flag(), step == 0 ? 1 : 0);
+        HAWK_PERSISTENT_FORWARD_TRACE(6 + step, ticket);
+      }
     };
     if (claimed.run)
       chain_chunk<Config>(p, work, claimed, TokenPairGateTile<Config>(tiles.gates(), lane), lane, progress);
