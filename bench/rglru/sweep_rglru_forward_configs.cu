@@ -270,15 +270,18 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Persistent>, Previous>(
           name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, Threads 512, smem " +
                                    std::to_string(Persistent::kSharedBytes / 1024) + " KB"));
-      // The scan-priority experiments: the producers start a ticket only once the chain is done with the last
-      // (quiet), or pause while the chain scans (yield).
-      using hawk::rglru::ScanPriority;
-      using Quiet = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kQuiet>;
-      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Quiet>, Previous>(
-          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, quiet chain"));
-      using Yield = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kYield>;
-      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Yield>, Previous>(
-          name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, producers yield to the scan"));
+      // The scan-priority experiments, where the persistent kernel runs (w = 256): the producers start a ticket only
+      // once the chain is done with the last (quiet), or pause while the chain scans (yield).
+      if constexpr (w == 256) {
+        using hawk::rglru::ScanPriority;
+        using Quiet = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kQuiet>;
+        rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Quiet>, Previous>(
+            name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, quiet chain"));
+        using Yield = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kYield>;
+        rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Yield>, Previous>(
+            name, shape, kFused,
+            "wgmma persistent against the previous forward(): Chunk 192, producers yield to the scan"));
+      }
     };
     using W64 = std::integral_constant<int, 64>;
     using W128 = std::integral_constant<int, 128>;

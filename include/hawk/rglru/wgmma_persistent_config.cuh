@@ -37,10 +37,12 @@ namespace rglru {
 enum class ScanPriority {
   kShare,  //!< shipped: the producers project and evaluate ticket k + 1 while the chain scans ticket k
   //! the producers start ticket k + 1 only once the chain is done with ticket k (and they stored its y): the scan
-  //! runs alone, and the producers work while the chain waits for its next carry
+  //! runs without the producers beside it (the copy warp's copies still run), and the producers work while the
+  //! chain waits for its next carry
   kQuiet,
-  //! the producers pause (before each k panel and between the channels of their gate math) while the chain scans,
-  //! and work on while it waits for a carry: a flag in shared memory, set by the chain from carry to publish
+  //! the producers pause (before each k panel and between the channel groups of their gate math) while a chain
+  //! warp scans, and work on while the chain waits for a carry: a count in shared memory, kept by the chain warps
+  //! from carry to publish
   kYield,
 };
 
@@ -118,7 +120,7 @@ struct WgmmaPersistentForwardConfig {
   //! gates_full, gates_free.
   static constexpr std::size_t kBarrierOffset = kTicketOffset + kTicketSlots * sizeof(long long);
   static constexpr int kBarriers = 2 * kStages + 2 * kTicketSlots + 2;
-  //! ScanPriority::kYield's flag: nonzero while the chain scans.
+  //! ScanPriority::kYield's count of scanning chain warps.
   static constexpr std::size_t kScanFlagOffset = kBarrierOffset + kBarriers * 8;
   static constexpr std::size_t kSharedBytes = kScanFlagOffset + 8 + 1024;
   static_assert(kStageBytes % 1024 == 0, "the swizzled operand tiles must stay 1024-byte aligned");

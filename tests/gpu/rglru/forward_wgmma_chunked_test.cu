@@ -69,15 +69,16 @@ void check_repeated_runs(const Problem& p, int runs) {
   }
 }
 
-//! Long chains of a bf16, w = 128, NoReset configuration with h0 (two 20000-token sequences dense; 20000, 0, 7777,
-//! 13 and 20000 packed): far more chunks than fit at once, so a chunk's predecessor is often not yet running when
-//! the chunk's CTA starts; `runs` runs each (check_repeated_runs).
+//! Long chains of a bf16, w = 128, NoReset configuration with h0 (two sequences of `length` tokens dense, 20000 by
+//! default; length, 0, about 0.39 length, 13 and length packed): far more chunks than fit at once, so a chunk's
+//! predecessor is often not yet running when the chunk's CTA starts; `runs` runs each (check_repeated_runs).
 template <class Config>
-void check_long_chains(int runs) {
+void check_long_chains(int runs, std::int64_t length = 20000) {
   for (bool packed : {false, true}) {
-    INFO("packed=" << packed);
-    const std::vector<std::int64_t> lengths =
-        packed ? std::vector<std::int64_t>{20000, 0, 7777, 13, 20000} : std::vector<std::int64_t>{20000, 20000};
+    INFO("packed=" << packed << " length=" << length);
+    const std::int64_t shorter = length * 7777 / 20000;
+    const std::vector<std::int64_t> lengths = packed ? std::vector<std::int64_t>{length, 0, shorter, 13, length}
+                                                     : std::vector<std::int64_t>{length, length};
     const Problem p =
         rglru_test::make_problem<Bf16>(256, 2, lengths, packed, kFused, hawk::rglru::ResetMode::kNone, true);
     check_repeated_runs<Bf16, Config, Sequential<Bf16, NoReset, 128>>(p, runs);
@@ -196,8 +197,9 @@ TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's 
 }
 
 // Its own test case (tests/run_sanitizer.py runs one process per test case, so the long chains get their own time
-// limit); under compute-sanitizer (HAWK_SANITIZE) a fifth of the tokens and two runs each, still several tickets per
-// CTA, so the ticket slots and the operand ring wrap.
+// limit); under compute-sanitizer (HAWK_SANITIZE) about two fifths of the packed tokens and a fifth of the dense ones,
+// two runs each: the packed problem still gives each CTA more tickets than it has ticket slots, and the operand ring
+// wraps in both.
 TEST_CASE("the persistent Hopper chunked forward at w = 256 (what forward() runs) keeps the bits over long chains "
           "with resets at chunk edges and lengths a multiple of 192",
           "[rglru][forward][chunked][wgmma][persistent]") {
@@ -235,16 +237,18 @@ TEST_CASE("the persistent kernel's scan-priority experiments (the producers wait
   if (!on_sm90()) return;
   using hawk::rglru::ScanPriority;
   using hawk::rglru::WgmmaPersistentForwardConfig;
+  // Under compute-sanitizer (HAWK_SANITIZE) chains of 4000 tokens: still more tickets than CTAs.
+  const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
   SECTION("quiet: the producers start a ticket once the chain is done with the last") {
     check_against_sequential<Bf16, ResetFlags, 256,
                              WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, ScanPriority::kQuiet>>(
         kPackedLengths, true, true);
-    check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kQuiet>>(2);
+    check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kQuiet>>(2, length);
   }
   SECTION("yield: the producers pause while the chain scans") {
     check_against_sequential<Bf16, ResetFlags, 256,
                              WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, ScanPriority::kYield>>(
         kPackedLengths, true, true);
-    check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kYield>>(2);
+    check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kYield>>(2, length);
   }
 }

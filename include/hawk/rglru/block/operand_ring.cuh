@@ -62,8 +62,8 @@ struct PersistentTiles {
   __device__ std::uint64_t* gates_full() const { return barrier(2 * Config::kStages + 2 * Config::kTicketSlots); }
   __device__ std::uint64_t* gates_free() const { return barrier(2 * Config::kStages + 2 * Config::kTicketSlots + 1); }
 
-  //! ScanPriority::kYield: nonzero while the chain scans a ticket (a hint: nothing waits on it for correctness).
-  //! Written and read with atomics only (shared-memory atomics: no data race for the sanitizer to report).
+  //! ScanPriority::kYield: the number of chain warps scanning a ticket (a hint: nothing waits on it for
+  //! correctness). Set to 0 before the CTA's first barrier, then written and read with atomics only.
   __device__ int* scan_flag() const { return reinterpret_cast<int*>(base + Config::kScanFlagOffset); }
 
   __device__ static PersistentTiles carve(unsigned char* dynamic_shared) {

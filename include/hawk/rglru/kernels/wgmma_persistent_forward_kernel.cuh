@@ -64,10 +64,17 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
   int previous_valid = 0;       // rows of ticket n - 1 whose y is still in the gate tile
   std::int64_t previous_y = 0;  // ticket n - 1's first y element
   constexpr bool kQuiet = Config::kPriority == ScanPriority::kQuiet;
-  // ScanPriority::kYield: wait while the chain scans (a hint; it never waits for the producers meanwhile).
+  // ScanPriority::kYield: wait while a chain warp scans (a hint; the chain never waits for the producers meanwhile).
+  // One lane reads the flag for its warp, so the warp stays converged.
   const auto pause = [&] {
-    if (Config::kPriority == ScanPriority::kYield)
-      while (atomicAdd(tiles.scan_flag(), 0) != 0) __nanosleep(64);
+    if (Config::kPriority == ScanPriority::kYield) {
+      for (;;) {
+        int scanning = 0;
+        if (thread % 32 == 0) scanning = atomicAdd(tiles.scan_flag(), 0);
+        if (__shfl_sync(0xffffffffu, scanning, 0) == 0) break;
+        __nanosleep(64);
+      }
+    }
   };
   // Wait until the chain is done with ticket n - 1's tile, then store its y from the h the chain left there; every
   // y row is read (the named barrier) before any producer stores ticket n's gates over it.
@@ -83,9 +90,12 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
     const int slot = static_cast<int>(n % kSlots);
     wait_transaction_barrier(tiles.ticket_full(slot), full_parity(n, kSlots));
     const long long ticket = *tiles.ticket(slot);
-    if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(0, ticket);  // the producers start the ticket
     // ScanPriority::kQuiet: ticket n - 1's y first, so that the chain's scan of it runs with the producers idle.
     if (kQuiet && n > 0) release_previous_tile(n);
+    // The timeline hook records real tickets only (its buffer has p.tickets rows).
+    const bool traced = thread == 0 && ticket < p.tickets;
+    if (traced && kQuiet) HAWK_PERSISTENT_FORWARD_TRACE(3, ticket);  // the tile is free (quiet: before the products)
+    if (traced) HAWK_PERSISTENT_FORWARD_TRACE(0, ticket);            // the producers start the ticket
     ClaimedChunk claimed{};
     if (ticket < p.tickets) claimed = claim_chunk<kC, kWT>(p, locate_chunk<kC>(p, ticket), kWT);
     RegisterGates r;
@@ -103,17 +113,17 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
         if (panel == x_panel) read_x_pairs<Config>(tiles, s, thread, r.x_pairs);
         arrive_on_barrier(tiles.stage_empty(s));  // this thread's products and x reads of stage s are done
       }
-      if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(1, ticket);  // products done
+      if (traced) HAWK_PERSISTENT_FORWARD_TRACE(1, ticket);  // products done
       const std::uint8_t* reset_flags =
           Config::ResetPolicy::kMode == ResetMode::kFlags ? f.reset + (chunk.begin + chunk.chunk_start) : nullptr;
       evaluate_register_gates<Config>(r, tiles.constants(slot), chunk, reset_flags, thread, pause);
-      if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(2, ticket);  // gates in registers
+      if (traced) HAWK_PERSISTENT_FORWARD_TRACE(2, ticket);  // gates in registers
     }
     // The chain is done with ticket n - 1's tile before ticket n's gates overwrite it (and has seen gates_full's
     // previous phase, so its parity cannot wrap). The producers store ticket n - 1's y from the h it left there
     // first: they wait for the tile anyway, and the chain's critical path then carries only the scan.
     if (!kQuiet && n > 0) release_previous_tile(n);
-    if (thread == 0) HAWK_PERSISTENT_FORWARD_TRACE(3, ticket);  // the tile is free
+    if (traced && !kQuiet) HAWK_PERSISTENT_FORWARD_TRACE(3, ticket);  // the tile is free
     if (claimed.run) store_register_gates<Config>(r, tiles.gates(), thread);
     arrive_on_barrier(tiles.gates_full());
     previous_valid = claimed.run ? claimed.chunk.valid : 0;
@@ -139,12 +149,12 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(4, ticket);  // the chain has the gates
     const ChunkTicketWork work = locate_chunk<kC>(p, ticket);
     const ClaimedChunk claimed = claim_chunk<kC, kWT>(p, work, lane);
-    // Events 6 and 7 of the timeline hook: the carry is in hand, the scan is done; ScanPriority::kYield's flag.
+    // Events 6 and 7 of the timeline hook: the carry is in hand, the scan is done. ScanPriority::kYield's flag
+    // counts the chain warps between the two (each warp's first lane).
     const auto progress = [&](int step) {
-      if (lane == 0) {
-        if (Config::kPriority == ScanPriority::kYield) atomicExch(tiles.scan_flag(), step == 0 ? 1 : 0);
-        HAWK_PERSISTENT_FORWARD_TRACE(6 + step, ticket);
-      }
+      if (Config::kPriority == ScanPriority::kYield && lane % 32 == 0)
+        atomicAdd(tiles.scan_flag(), step == 0 ? 1 : -1);
+      if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(6 + step, ticket);
     };
     if (claimed.run)
       chain_chunk<Config>(p, work, claimed, TokenPairGateTile<Config>(tiles.gates(), lane), lane, progress);
