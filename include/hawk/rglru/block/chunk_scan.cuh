@@ -3,7 +3,9 @@
 //! Phase 2 and 3 of the chunked forward, on the gate tile phase 1 left in shared memory: the serial
 //! recurrence over the chunk (one thread per channel, strictly in token order, `recurrence_step_for` as in
 //! every other path: decode's bits), and the store of y by the whole CTA afterwards, so that the chain's
-//! critical path carries only one fused multiply-add and one shared-memory store per token.
+//! critical path carries only one fused multiply-add and one shared-memory store per token (half a load and half a
+//! store with the persistent kernel's token-pair tile). A gate tile type tells the scan where a_bar and u lie
+//! (pair, load_batch) and where h is kept (keep, keep_batch), and how many batches to keep in flight.
 
 #include <cstdint>
 
@@ -23,7 +25,8 @@ struct ChunkCheckpoints {
 };
 
 //! Tokens whose a_bar and u the scan loads into registers before their fused multiply-adds, so that the chain
-//! waits on the FMA latency only (a gate tile's kBatch; the software pipeline holds two batches in registers).
+//! waits on the FMA latency only (a gate tile's kBatch, or half of it; the software pipeline holds Tile::kBuffers
+//! batches in registers).
 constexpr int kChunkScanBatch = 16;
 
 //! One token's a_bar and u, as the scan reads them.
