@@ -8,8 +8,8 @@
 //! tokens where a hop alone costs 1.8 µs (bench/probes/chain_hop_probe.cu). Here one CTA per SM loops over chunk
 //! tickets and splits its work: a copy warp streams the operands, three producer warpgroups project and evaluate the
 //! gates of ticket k + 1 while two chain warps run ticket k's carry and scan (the producers store ticket k's y once
-//! the chain frees the tile), so the wait idles 64 threads instead of the SM. Chunks of 192 tokens are the most three producer warpgroups hold (see
-//! kWarpgroups).
+//! the chain frees the tile), so the wait idles 64 threads instead of the SM. Chunks of 192 tokens are the most
+//! three producer warpgroups hold (see kWarpgroups).
 //!
 //! Shared memory, from a 1024-byte aligned base (the gate tile has its own region: the ring fills while the chain
 //! reads the tile):
@@ -74,7 +74,7 @@ struct WgmmaPersistentForwardConfig {
   static constexpr int kThreads = kProducerThreads + 128;
   //! Registers per thread after setmaxnreg (each SM sub-partition: 3 producer warps and 1 chain warp share
   //! 512 per lane), the split with the fewest spills under nvcc 13.0: the producers hold 64 accumulators, 16 x
-  //! pairs and the gate math; the chain warps (two batches of 8 a_bar and u) and the copy warp need fewer.
+  //! pairs and the gate math; the chain warps (three batches of 8 a_bar and u) and the copy warp need fewer.
   static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
   static constexpr int kProducerRegisters = ProducerRegisters_;
   static constexpr ScanPriority kPriority = Priority_;
@@ -98,7 +98,7 @@ struct WgmmaPersistentForwardConfig {
                 "WgmmaPersistentForwardConfig: BlockWidth must be 64, 128, 192 or 256");
 
   //! fp32 gate tile: token pairs of 64 quads (a_bar, a_bar, u, u) of two consecutive tokens, h kept over u, and 4
-  //! floats of padding (block/chunk_scan.cuh's TokenPairGateTile).
+  //! floats of padding (block/chunk_scan.cuh's TokenPairGateTile, which reads its layout from here).
   static constexpr int kGatePairStride = 4 * kWidthTile + 4;
 
   // ---- shared memory (bytes from a 1024-byte aligned base) -----------------------------------------------------
@@ -121,8 +121,8 @@ struct WgmmaPersistentForwardConfig {
   static constexpr std::size_t kBarrierOffset = kTicketOffset + kTicketSlots * sizeof(long long);
   static constexpr int kBarriers = 2 * kStages + 2 * kTicketSlots + 2;
   //! ScanPriority::kYield's count of scanning chain warps.
-  static constexpr std::size_t kScanFlagOffset = kBarrierOffset + kBarriers * 8;
-  static constexpr std::size_t kSharedBytes = kScanFlagOffset + 8 + 1024;
+  static constexpr std::size_t kScanningOffset = kBarrierOffset + kBarriers * 8;
+  static constexpr std::size_t kSharedBytes = kScanningOffset + 8 + 1024;
   static_assert(kStageBytes % 1024 == 0, "the swizzled operand tiles must stay 1024-byte aligned");
   static_assert(kSharedBytes <= 227u * 1024u, "WgmmaPersistentForwardConfig: shared memory exceeds 227 KB per CTA");
 

@@ -77,7 +77,7 @@ struct TokenPairGateTile {
   static constexpr int kBatch = kChunkScanBatch / 2;
   //! Batches in flight: the loads of a batch are issued two batches ahead of its steps.
   static constexpr int kBuffers = 3;
-  static constexpr int kPairStride = 4 * Config::kWidthTile + 4;  //!< floats between consecutive pairs' quads
+  static constexpr int kPairStride = Config::kGatePairStride;  //!< floats between consecutive pairs' quads
   static constexpr int kFloats = kPairStride * (Config::kChunk / 2);
   //! Float offset of channel c's quad in token pair p.
   __device__ static int offset(int p, int c) { return p * kPairStride + 4 * c; }

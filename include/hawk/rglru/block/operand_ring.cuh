@@ -64,7 +64,9 @@ struct PersistentTiles {
 
   //! ScanPriority::kYield: the number of chain warps scanning a ticket (a hint: nothing waits on it for
   //! correctness). Set to 0 before the CTA's first barrier, then written and read with atomics only.
-  __device__ int* scan_flag() const { return reinterpret_cast<int*>(base + Config::kScanFlagOffset); }
+  __device__ int* scanning_chain_warps() const {
+    return reinterpret_cast<int*>(base + Config::kScanningOffset);
+  }
 
   __device__ static PersistentTiles carve(unsigned char* dynamic_shared) {
     const auto address = reinterpret_cast<std::uintptr_t>(dynamic_shared);
@@ -83,7 +85,7 @@ struct PersistentTiles {
     }
     init_transaction_barrier(gates_full(), Config::kProducerThreads);
     init_transaction_barrier(gates_free(), Config::kChainThreads);
-    *scan_flag() = 0;
+    *scanning_chain_warps() = 0;
     fence_transaction_barrier_init();
   }
 };

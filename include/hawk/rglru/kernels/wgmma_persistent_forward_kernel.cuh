@@ -65,12 +65,12 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
   std::int64_t previous_y = 0;  // ticket n - 1's first y element
   constexpr bool kQuiet = Config::kPriority == ScanPriority::kQuiet;
   // ScanPriority::kYield: wait while a chain warp scans (a hint; the chain never waits for the producers meanwhile).
-  // One lane reads the flag for its warp, so the warp stays converged.
+  // One lane reads the count for its warp, so the warp stays converged.
   const auto pause = [&] {
     if (Config::kPriority == ScanPriority::kYield) {
       for (;;) {
         int scanning = 0;
-        if (thread % 32 == 0) scanning = atomicAdd(tiles.scan_flag(), 0);
+        if (thread % 32 == 0) scanning = atomicAdd(tiles.scanning_chain_warps(), 0);
         if (__shfl_sync(0xffffffffu, scanning, 0) == 0) break;
         __nanosleep(64);
       }
@@ -149,11 +149,11 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(4, ticket);  // the chain has the gates
     const ChunkTicketWork work = locate_chunk<kC>(p, ticket);
     const ClaimedChunk claimed = claim_chunk<kC, kWT>(p, work, lane);
-    // Events 6 and 7 of the timeline hook: the carry is in hand, the scan is done. ScanPriority::kYield's flag
+    // Events 6 and 7 of the timeline hook: the carry is in hand, the scan is done. ScanPriority::kYield's count
     // counts the chain warps between the two (each warp's first lane).
     const auto progress = [&](int step) {
       if (Config::kPriority == ScanPriority::kYield && lane % 32 == 0)
-        atomicAdd(tiles.scan_flag(), step == 0 ? 1 : -1);
+        atomicAdd(tiles.scanning_chain_warps(), step == 0 ? 1 : -1);
       if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(6 + step, ticket);
     };
     if (claimed.run)
