@@ -4,7 +4,8 @@
 // is free for it (3), the chain has its gates (4), the chain is done (5), the chain has the carry (6), the chain's
 // scan is done (7). After warm-up calls, one traced call per
 // shape; printed: medians and 90th percentiles of each interval over the tickets, and, for a dense batch, of the
-// chain's wait for the predecessor chunk: done(k) - max(done(predecessor), gates(k)). Not a test of hawk's kernels.
+// chain's wait for the predecessor chunk: done(k) - max(done(predecessor), gates(k)); and the scan in SM cycles
+// (clock64 at events 6 and 7) with the SM clock it implies. Not a test of hawk's kernels.
 //
 //   build-gpu/bench/probes/persistent_forward_timeline_probe [OUT.json]
 #include <cuda_runtime.h>
@@ -16,7 +17,7 @@
 #include <vector>
 
 __device__ unsigned long long* g_persistent_trace = nullptr;
-constexpr int kTraceSlots = 9;  // events 0-7, then the CTA
+constexpr int kTraceSlots = 11;  // events 0-7, the CTA, then the SM clock (clock64) at events 6 and 7
 
 __device__ __forceinline__ unsigned long long probe_now() {
   unsigned long long t;
@@ -29,6 +30,7 @@ __device__ __forceinline__ unsigned long long probe_now() {
     if (g_persistent_trace != nullptr) {                                                     \
       g_persistent_trace[(ticket) * kTraceSlots + (event)] = probe_now();                    \
       if ((event) == 0) g_persistent_trace[(ticket) * kTraceSlots + 8] = blockIdx.x;         \
+      if ((event) >= 6) g_persistent_trace[(ticket) * kTraceSlots + 3 + (event)] = clock64(); \
     }                                                                                        \
   } while (0)
 
@@ -40,11 +42,12 @@ namespace {
 
 using namespace rglru_bench;
 
+using hawk::rglru::ChainScan;
 using hawk::rglru::ScanPriority;
 
-template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare>
-using Op = hawk::rglru::WgmmaPersistentForward<
-    hawk::rglru::WgmmaPersistentForwardConfig<Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, Priority>>;
+template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainScan Scan = ChainScan::kKeep>
+using Op = hawk::rglru::WgmmaPersistentForward<hawk::rglru::WgmmaPersistentForwardConfig<
+    Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, Priority, Scan>>;
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
@@ -52,9 +55,9 @@ double quantile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
-template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare>
+template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainScan Scan = ChainScan::kKeep>
 std::string probe(const char* name, const Shape& s) {
-  using Persistent = Op<BlockWidth, Priority>;
+  using Persistent = Op<BlockWidth, Priority, Scan>;
   ForwardBuffers b = make_buffers(s, GateMode::kFused, s.B);
   const auto args = arguments(s, GateMode::kFused, ResetMode::kSequenceStart, false, false, b, 0, s.B);
   thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Persistent::workspace_size(args), 1));
@@ -92,6 +95,8 @@ std::string probe(const char* name, const Shape& s) {
     end = std::max(end, t[k * kTraceSlots + 5]);
   }
   std::vector<double> products, gates, wait_free, hand_over, chain, chain_wait, start_lag, carry_seen, scan;
+  std::vector<double> scan_cycles;
+  double scan_clock_cycles = 0.0, scan_clock_ns = 0.0;  // the SM clock over the scans: cycles per ns
   for (std::int64_t k = 0; k < tickets; ++k) {
     const unsigned long long* e = &t[k * kTraceSlots];
     products.push_back((e[1] - e[0]) * 1e-3);
@@ -101,6 +106,11 @@ std::string probe(const char* name, const Shape& s) {
     chain.push_back((e[5] - e[4]) * 1e-3);
     start_lag.push_back((e[0] - origin) * 1e-3);
     scan.push_back(e[7] > e[6] ? (e[7] - e[6]) * 1e-3 : 0.0);
+    if (e[7] > e[6] && e[10] > e[9]) {
+      scan_cycles.push_back(static_cast<double>(e[10] - e[9]));
+      scan_clock_cycles += static_cast<double>(e[10] - e[9]);
+      scan_clock_ns += static_cast<double>(e[7] - e[6]);
+    }
     const std::int64_t predecessor = k - s.B * tiles;  // chunk-major dense tickets
     if (predecessor >= 0) {
       const unsigned long long ready = std::max(t[predecessor * kTraceSlots + 5], e[4]);
@@ -115,12 +125,13 @@ std::string probe(const char* name, const Shape& s) {
   std::snprintf(line, sizeof(line),
                 "%-20s kernel %.1f us (untraced %.1f)  median/p90 us: products %.2f/%.2f  gates %.2f/%.2f  "
                 "wait for tile %.2f/%.2f  hand-over %.2f/%.2f  chain %.2f/%.2f  chain after ready %.2f/%.2f  "
-                "carry seen after publish %.2f/%.2f  scan %.2f/%.2f",
+                "carry seen after publish %.2f/%.2f  scan %.2f/%.2f  scan cycles %.0f/%.0f (SM clock %.2f GHz)",
                 name, (end - origin) * 1e-3, untraced_ms * 1e3, quantile(products, 0.5), quantile(products, 0.9),
                 quantile(gates, 0.5), quantile(gates, 0.9), quantile(wait_free, 0.5), quantile(wait_free, 0.9),
                 quantile(hand_over, 0.5), quantile(hand_over, 0.9), quantile(chain, 0.5), quantile(chain, 0.9),
                 quantile(chain_wait, 0.5), quantile(chain_wait, 0.9), quantile(carry_seen, 0.5),
-                quantile(carry_seen, 0.9), quantile(scan, 0.5), quantile(scan, 0.9));
+                quantile(carry_seen, 0.9), quantile(scan, 0.5), quantile(scan, 0.9), quantile(scan_cycles, 0.5),
+                quantile(scan_cycles, 0.9), scan_clock_ns > 0 ? scan_clock_cycles / scan_clock_ns : 0.0);
   std::fprintf(stderr, "%s\n", line);
   // The first 12 tickets of CTA 0, as a timeline (us from the first start).
   std::string cta0;
@@ -141,10 +152,11 @@ std::string probe(const char* name, const Shape& s) {
   std::snprintf(json, sizeof(json),
                 "{\"shape\": \"%s\", \"kernel_us\": %.2f, \"products_us\": %.3f, \"gates_us\": %.3f, \"wait_tile_us\": %.3f, "
                 "\"hand_over_us\": %.3f, \"chain_us\": %.3f, \"chain_after_ready_us\": %.3f, \"carry_seen_us\": %.3f, "
-                "\"scan_us\": %.3f}",
+                "\"scan_us\": %.3f, \"scan_cycles\": %.0f, \"sm_clock_ghz\": %.3f}",
                 name, (end - origin) * 1e-3, quantile(products, 0.5), quantile(gates, 0.5), quantile(wait_free, 0.5),
                 quantile(hand_over, 0.5), quantile(chain, 0.5), quantile(chain_wait, 0.5), quantile(carry_seen, 0.5),
-                quantile(scan, 0.5));
+                quantile(scan, 0.5), quantile(scan_cycles, 0.5),
+                scan_clock_ns > 0 ? scan_clock_cycles / scan_clock_ns : 0.0);
   return json;
 }
 
@@ -156,12 +168,17 @@ int main(int argc, char** argv) {
   rows.push_back(probe<64>("(16,1024,1024,16)", Shape{16, 1024, 1024, 16, 0}));
   rows.push_back(probe<256>("(1,8192,2560,10)", Shape{1, 8192, 2560, 10, 0}));
   rows.push_back(probe<256>("(1,65536,2560,10)", Shape{1, 65536, 2560, 10, 0}));
-  // The scan-priority experiments (WgmmaPersistentForwardConfig's ScanPriority): the scan alone on its SM (quiet),
-  // or the producers paused while it runs (yield).
-  rows.push_back(probe<256, ScanPriority::kQuiet>("(1,8192,2560,10) quiet", Shape{1, 8192, 2560, 10, 0}));
-  rows.push_back(probe<256, ScanPriority::kQuiet>("(1,65536,2560,10) quiet", Shape{1, 65536, 2560, 10, 0}));
-  rows.push_back(probe<256, ScanPriority::kYield>("(1,8192,2560,10) yield", Shape{1, 8192, 2560, 10, 0}));
-  rows.push_back(probe<256, ScanPriority::kYield>("(1,65536,2560,10) yield", Shape{1, 65536, 2560, 10, 0}));
+  // The scan-priority experiments (WgmmaPersistentForwardConfig's ScanPriority: quiet, yield) were measured at
+  // e9883ae (bench/results/2026-12-01-h200-e9883ae/); the two-pass chains (ChainScan): the carry published after a
+  // first pass that stores nothing, then h kept in the tile (carry-first) or y stored by the chain (direct-y).
+  constexpr ScanPriority kShare = ScanPriority::kShare;
+  rows.push_back(probe<256, kShare, ChainScan::kCarryFirst>("(1,8192,2560,10) carry-first", Shape{1, 8192, 2560, 10, 0}));
+  rows.push_back(
+      probe<256, kShare, ChainScan::kCarryFirst>("(1,65536,2560,10) carry-first", Shape{1, 65536, 2560, 10, 0}));
+  rows.push_back(
+      probe<256, kShare, ChainScan::kCarryFirstDirectY>("(1,8192,2560,10) direct-y", Shape{1, 8192, 2560, 10, 0}));
+  rows.push_back(
+      probe<256, kShare, ChainScan::kCarryFirstDirectY>("(1,65536,2560,10) direct-y", Shape{1, 65536, 2560, 10, 0}));
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
     if (f == nullptr) return 2;

@@ -281,6 +281,17 @@ int main(int argc, char** argv) {
         rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<Yield>, Previous>(
             name, shape, kFused,
             "wgmma persistent against the previous forward(): Chunk 192, producers yield to the scan"));
+        // The two-pass chains: the carry published after a pass that stores nothing, then h kept in the tile
+        // (carry first) or y and the checkpoints stored by the chain (direct y).
+        using hawk::rglru::ChainScan;
+        using CarryFirst = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kShare,
+                                                                     ChainScan::kCarryFirst>;
+        rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<CarryFirst>, Previous>(
+            name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, carry first"));
+        using DirectY = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kShare,
+                                                                  ChainScan::kCarryFirstDirectY>;
+        rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<DirectY>, Previous>(
+            name, shape, kFused, "wgmma persistent against the previous forward(): Chunk 192, carry first, direct y"));
       }
     };
     using W64 = std::integral_constant<int, 64>;

@@ -48,5 +48,18 @@ inline const char* to_string(ResetMode mode) {
   return "unknown reset mode";
 }
 
+//! How a chunked forward's chain runs the recurrence over a ticket's gate tile. Every h_t is the same fused
+//! multiply-add from the same carry in the same order either way: the same bits.
+enum class ChainScan {
+  //! shipped: one pass that keeps each h_t in the tile for the producers' y, then publishes
+  kKeep,
+  //! two passes: the first only loads and multiplies-adds up to the chunk's carry and publishes it (nothing stored on
+  //! the hop's critical path); the second runs again from the same carry and keeps h_t in the tile for the producers
+  kCarryFirst,
+  //! as kCarryFirst, but the second pass stores y and the checkpoints straight to global memory and leaves the tile
+  //! alone: the producers store no y
+  kCarryFirstDirectY,
+};
+
 }  // namespace rglru
 }  // namespace hawk

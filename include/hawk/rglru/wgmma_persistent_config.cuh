@@ -54,8 +54,9 @@ enum class ScanPriority {
 //!                     the H200 at 81a0652: bench/results/2026-12-01-h200-81a0652/sweep-split.txt).
 //! \tparam Priority    how the producers share the SM with the chain's scan (ScanPriority below); kShare shipped,
 //!                     the others are experiments for the sweep and the timeline probe. Same bits either way.
+//! \tparam Scan        how the chain runs a ticket's recurrence (ChainScan above); kKeep shipped. Same bits.
 template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144,
-          ScanPriority Priority_ = ScanPriority::kShare>
+          ScanPriority Priority_ = ScanPriority::kShare, ChainScan Scan_ = ChainScan::kKeep>
 struct WgmmaPersistentForwardConfig {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
@@ -78,6 +79,7 @@ struct WgmmaPersistentForwardConfig {
   static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
   static constexpr int kProducerRegisters = ProducerRegisters_;
   static constexpr ScanPriority kPriority = Priority_;
+  static constexpr ChainScan kChainScan = Scan_;
   static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
   static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
                     kProducerRegisters <= 256,

@@ -44,10 +44,11 @@ template <class Config>
 struct OperatorOf {
   using type = hawk::rglru::WgmmaChunkedForward<Config>;
 };
-template <class E, int BlockWidth, class Policy, int ProducerRegisters, hawk::rglru::ScanPriority Priority>
-struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority>> {
+template <class E, int BlockWidth, class Policy, int ProducerRegisters, hawk::rglru::ScanPriority Priority,
+          hawk::rglru::ChainScan Scan>
+struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority, Scan>> {
   using type = hawk::rglru::WgmmaPersistentForward<
-      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority>>;
+      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority, Scan>>;
 };
 
 template <class E, class Config>
@@ -250,5 +251,33 @@ TEST_CASE("the persistent kernel's scan-priority experiments (the producers wait
                              WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, ScanPriority::kYield>>(
         kPackedLengths, true, true);
     check_long_chains<WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kYield>>(2, length);
+  }
+}
+
+template <class E, int BlockWidth, class Policy, hawk::rglru::ChainScan kScan>
+using TwoPassConfig =
+    hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, 144, hawk::rglru::ScanPriority::kShare, kScan>;
+
+//! A two-pass chain (ChainScan) against the sequential forward: bf16 packed with reset flags and h0, fp16 dense at
+//! L = 1, 2, 257 and 700, then long chains of `length` tokens.
+template <hawk::rglru::ChainScan kScan>
+void check_two_pass_chain(std::int64_t length) {
+  check_against_sequential<Bf16, ResetFlags, 256, TwoPassConfig<Bf16, 256, ResetFlags, kScan>>(kPackedLengths, true,
+                                                                                              true);
+  for (std::int64_t L : {1, 2, 257, 700})
+    check_against_sequential<__half, ResetAtSequenceStart, 64, TwoPassConfig<__half, 64, ResetAtSequenceStart, kScan>>(
+        {L, L, L}, false, true);
+  check_long_chains<TwoPassConfig<Bf16, 128, NoReset, kScan>>(2, length);
+}
+
+TEST_CASE("the persistent kernel's two-pass chains (the carry published before h is kept, or y stored by the chain) "
+          "keep the bits",
+          "[rglru][forward][chunked][wgmma][persistent]") {
+  if (!on_sm90()) return;
+  // Under compute-sanitizer (HAWK_SANITIZE) chains of 4000 tokens: still more tickets than CTAs.
+  const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
+  SECTION("carry first, then h kept in the tile") { check_two_pass_chain<hawk::rglru::ChainScan::kCarryFirst>(length); }
+  SECTION("carry first, then y and the checkpoints stored by the chain") {
+    check_two_pass_chain<hawk::rglru::ChainScan::kCarryFirstDirectY>(length);
   }
 }

@@ -132,11 +132,15 @@ __device__ __forceinline__ detail::ClaimedChunk claim_chunk(const ChunkedForward
 //! the successor and, at the sequence's last chunk, h_final and the decay.
 //! `progress` is called with 0 once the carry is in hand and 1 once the scan is done (before the publish): a
 //! timeline probe's hook (bench/probes/persistent_forward_timeline_probe.cu); the kernels pass nothing.
+//! `kScan` (the persistent kernel's ChainScan): one pass that keeps h, or a first pass to the carry, the publish, and
+//! a second pass from the same carry that keeps h in the tile (kCarryFirst) or stores y and the checkpoints to
+//! global memory (kCarryFirstDirectY). The same fused multiply-adds in the same order: the same bits.
 struct NoChainProgress {
   __device__ void operator()(int) const {}
 };
 
-template <class Config, class Element, class Tile, class Progress = NoChainProgress>
+template <class Config, ChainScan kScan = ChainScan::kKeep, class Element, class Tile,
+          class Progress = NoChainProgress>
 __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>& p, const detail::ChunkTicketWork& work,
                                             const detail::ClaimedChunk& claimed, const Tile& tile, int lane,
                                             const Progress& progress = Progress{}) {
@@ -163,12 +167,29 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
     checkpoints.first = f.checkpoints + row * W + col;
   }
   progress(0);
-  h = scan_chunk<Config>(tile, claimed.chunk.valid, h, decay, want_decay, checkpoints);
+  const float carry_in = h;
+  const int valid = claimed.chunk.valid;
+  if (kScan == ChainScan::kKeep) {
+    h = scan_chunk<Config>(tile, valid, h, decay, want_decay, checkpoints);
+  } else {
+    const LoadOnlyTile<Tile> carry_only{tile};
+    h = want_decay ? detail::scan_tokens<Config, true>(carry_only, valid, h, decay)
+                   : detail::scan_tokens<Config, false>(carry_only, valid, h, decay);
+  }
   progress(1);
   if (want_decay) p.carry_decay[work.slot * W + col] = decay;
   // The successor may start now; y follows off the chain.
   publish_carry(p.carry_words + work.slot * W + col, h, want_decay);
-  store_chunk_checkpoints<Config>(tile, claimed.chunk.valid, checkpoints);
+  float unused_decay = 1.0f;
+  if (kScan == ChainScan::kCarryFirst) {
+    scan_chunk<Config>(tile, valid, carry_in, unused_decay, false, checkpoints);
+  } else if (kScan == ChainScan::kCarryFirstDirectY) {
+    if (checkpoints.first != nullptr) checkpoints.first[0] = carry_in;
+    const ChunkExtent& c = claimed.chunk;
+    const DirectYTile<Config, Tile> direct{tile, f.y + (c.begin + c.chunk_start) * W + col, W, checkpoints, valid};
+    detail::scan_tokens<Config, false>(direct, valid, carry_in, unused_decay);
+  }
+  if (kScan != ChainScan::kCarryFirstDirectY) store_chunk_checkpoints<Config>(tile, valid, checkpoints);
   if (work.j == claimed.num_chunks - 1) {
     if (f.h_final != nullptr) f.h_final[claimed.state_row * W + col] = h;
     if (want_decay) f.decay[claimed.state_row * W + col] = decay;

@@ -107,6 +107,53 @@ struct TokenPairGateTile {
   }
 };
 
+//! A gate tile's loads without its stores: a pass that only carries h to the chunk's end (the chain's first pass
+//! under ChainScan::kCarryFirst, wgmma_persistent_config.cuh).
+template <class Tile>
+struct LoadOnlyTile {
+  static constexpr int kBatch = Tile::kBatch;
+  static constexpr int kBuffers = Tile::kBuffers;
+  Tile tile;
+  __device__ GatePair pair(int t) const { return tile.pair(t); }
+  __device__ void keep(int, float) const {}
+  __device__ void load_batch(int first, float (&a)[kBatch], float (&u)[kBatch]) const { tile.load_batch(first, a, u); }
+  __device__ void keep_batch(int, const float (&)[kBatch]) const {}
+};
+
+//! A gate tile read as it is, with each h_t stored as y straight to global memory (one element per lane and token,
+//! a warp's 32 channels contiguous) and, at each later checkpoint sub-chunk's start t (t = kCP, 2 kCP, ... < valid),
+//! h_{t-1} as that checkpoint; nothing written to the tile (ChainScan::kCarryFirstDirectY). `y` points at the chunk's
+//! first token, at this lane's channel; `checkpoints.first` at the chunk's first checkpoint row, or null.
+template <class Config, class Tile>
+struct DirectYTile {
+  using Element = typename Config::Element;
+  static constexpr int kBatch = Tile::kBatch;
+  static constexpr int kBuffers = Tile::kBuffers;
+  static constexpr int kCP = Config::kCheckpointChunk;
+  static_assert(kCP % kBatch == 0, "a checkpoint sub-chunk holds whole scan batches");
+  Tile tile;
+  Element* y;
+  std::int64_t width;
+  ChunkCheckpoints checkpoints;
+  int valid;
+  __device__ GatePair pair(int t) const { return tile.pair(t); }
+  __device__ void load_batch(int first, float (&a)[kBatch], float (&u)[kBatch]) const { tile.load_batch(first, a, u); }
+  __device__ void keep(int t, float h) const {
+    y[t * width] = from_float<Element>(h);
+    const int next = t + 1;
+    if (checkpoints.first != nullptr && next % kCP == 0 && next < valid)
+      checkpoints.first[(next / kCP) * checkpoints.stride] = h;
+  }
+  //! Tokens [first, first + kBatch), `first` a multiple of kBatch.
+  __device__ void keep_batch(int first, const float (&h)[kBatch]) const {
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) y[(first + i) * width] = from_float<Element>(h[i]);
+    const int next = first + kBatch;
+    if (checkpoints.first != nullptr && next % kCP == 0 && next < valid)
+      checkpoints.first[(next / kCP) * checkpoints.stride] = h[kBatch - 1];
+  }
+};
+
 namespace detail {
 
 //! The scan proper: tokens [0, valid) of the gate tile from carry `h`, each h_t kept in the tile (Tile::keep), and

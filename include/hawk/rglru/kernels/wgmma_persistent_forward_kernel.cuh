@@ -7,6 +7,8 @@
 //! carry, scan its gate tile (h kept there) and publish (block/chunk_chain.cuh, block/chunk_scan.cuh); when the
 //! chain gives the tile back, the producers store ticket k's y from it, then ticket k + 1's gates, and go on. The
 //! same products, gate math and chain as the one-shot kernel: the sequential forward's bits, whatever the grid.
+//! Config::kChainScan picks how the chain runs a ticket (one pass keeping h; or the carry first, then h kept or y
+//! stored by the chain: modes.hpp's ChainScan), the same bits either way.
 //!
 //! Hand-offs, all shared-memory barriers (block/operand_ring.cuh): ticket_full / ticket_empty per ticket slot,
 //! stage_full (copy bytes) / stage_empty (384 producer arrivals) per stage, gates_full (384 producer arrivals:
@@ -64,6 +66,8 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
   int previous_valid = 0;       // rows of ticket n - 1 whose y is still in the gate tile
   std::int64_t previous_y = 0;  // ticket n - 1's first y element
   constexpr bool kQuiet = Config::kPriority == ScanPriority::kQuiet;
+  // ChainScan::kCarryFirstDirectY: the chain stores y itself, the tile only carries the gates.
+  constexpr bool kProducersStoreY = Config::kChainScan != ChainScan::kCarryFirstDirectY;
   // ScanPriority::kYield: wait while a chain warp scans (a hint; the chain never waits for the producers meanwhile).
   // One lane reads the count for its warp, so the warp stays converged.
   const auto pause = [&] {
@@ -80,7 +84,7 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
   // y row is read (the named barrier) before any producer stores ticket n's gates over it.
   const auto release_previous_tile = [&](long long n) {
     wait_transaction_barrier(tiles.gates_free(), static_cast<std::uint32_t>((n - 1) & 1));
-    if (previous_valid > 0) {
+    if (kProducersStoreY && previous_valid > 0) {
       store_token_pair_tile_y<Config>(tiles.gates(), previous_valid, f.y + previous_y, f.width, thread,
                                       Config::kProducerThreads);
       named_barrier_sync(kProducerBarrier, Config::kProducerThreads);
@@ -157,7 +161,8 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
       if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(6 + step, ticket);
     };
     if (claimed.run)
-      chain_chunk<Config>(p, work, claimed, TokenPairGateTile<Config>(tiles.gates(), lane), lane, progress);
+      chain_chunk<Config, Config::kChainScan>(p, work, claimed, TokenPairGateTile<Config>(tiles.gates(), lane), lane,
+                                              progress);
     if (lane == 0) HAWK_PERSISTENT_FORWARD_TRACE(5, ticket);  // the chain is done (carry published, y stored)
     arrive_on_barrier(tiles.gates_free());
     arrive_on_barrier(tiles.ticket_empty(slot));
