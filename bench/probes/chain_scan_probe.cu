@@ -10,7 +10,8 @@
 //   deferred    h of a batch stored after the next batch's FMAs (no store waits on a register the chain rewrites)
 //   global-y    no h in shared memory: each lane stores its bf16 y straight to global memory, token by token
 // The busy warps: idle (they leave), MUFU, shared-memory loads, FMAs, or spinning on an mbarrier phase that does not
-// complete (as the producers wait for the gate tile), without or with a __nanosleep between tests.
+// complete (as the producers wait for the gate tile), without or with a __nanosleep between tests, or issuing the
+// producers' wgmma steps (operands from shared memory, as the kernel's products read them).
 // Not a test of hawk's kernels; it decides how the chain should keep h.
 //
 //   build-gpu/bench/probes/chain_scan_probe [OUT.json]
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "hawk/core/wgmma.cuh"
 #include "hawk/rglru/block/chunk_scan.cuh"
 #include "hawk/rglru/modes.hpp"
 #include "hawk/rglru/wgmma_persistent_config.cuh"
@@ -53,9 +55,9 @@ __device__ bool barrier_phase_done(std::uint64_t* barrier, std::uint32_t phase) 
 constexpr int kWidth = 2560;  // the global-y variant's row stride
 
 enum Variant { kLibrary, kNoKeep, kSwizzled, kDeferred, kGlobalY, kVariants };
-enum Busy { kIdle, kMufu, kSharedLoads, kFma, kTryWait, kTryWaitSleep, kBusyKinds };
+enum Busy { kIdle, kMufu, kSharedLoads, kFma, kTryWait, kTryWaitSleep, kWgmma, kBusyKinds };
 const char* const kVariantNames[] = {"library", "no-keep", "swizzled", "deferred", "global-y"};
-const char* const kBusyNames[] = {"idle", "mufu", "shared-loads", "fma", "try-wait", "try-wait+sleep"};
+const char* const kBusyNames[] = {"idle", "mufu", "shared-loads", "fma", "try-wait", "try-wait+sleep", "wgmma"};
 
 //! The shipped tile's loads, without its stores.
 struct NoKeepTile {
@@ -205,6 +207,32 @@ __global__ void __launch_bounds__(kThreads, 1) scan_probe_kernel(Result r) {
     r.cycles[thread] = static_cast<unsigned long long>(stop - start);
     r.sink[thread] = h;
     if (thread % 32 == 0) atomicAdd(finished, 1);
+  } else if (thread >= 128 && kBusy == kWgmma) {
+    // The producers' products: each warpgroup repeats one k panel of m64n128k16 steps, x [64][64] K-major and the
+    // weights [64][128] MN-major from shared memory, as project_panel does (a fixed count, so that a warpgroup's
+    // threads never part ways; it outlasts the chain's scans).
+    using Element = __nv_bfloat16;
+    const auto base = (reinterpret_cast<std::uintptr_t>(busy) + 1023) & ~std::uintptr_t{1023};
+    const auto* x = reinterpret_cast<const Element*>(base);
+    const auto* w = reinterpret_cast<const Element*>(base + 8192);
+    float d[64];
+#pragma unroll
+    for (int e = 0; e < 64; ++e) d[e] = 0.0f;
+    for (int repeat = 0; repeat < 6000; ++repeat) {
+      hawk::wgmma_fence();
+#pragma unroll
+      for (int k0 = 0; k0 < 64; k0 += 16) {
+        const std::uint64_t a = hawk::wgmma_sw128_descriptor(hawk::sw128_k_major_step(x, 64, k0), 0);
+        const std::uint64_t b = hawk::wgmma_sw128_descriptor(hawk::sw128_mn_major_step(w, k0), 8192);
+        hawk::wgmma_m64n128k16<Element, hawk::WgmmaMajor::kMN>(d, a, b);
+      }
+      hawk::wgmma_commit();
+      hawk::wgmma_wait<0>();
+    }
+    float total = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 64; ++e) total += d[e];
+    r.sink[thread] = total;
   } else if (thread >= 128 && kBusy != kIdle) {
     // The producers' stand-in: busy until every chain warp is done.
     float x = 1.0f + 1e-4f * static_cast<float>(thread), acc = 0.0f;
@@ -270,6 +298,7 @@ void run_variant(const Result& r, std::vector<Row>& rows) {
   rows.push_back(run<kVariant, kFma, 2>(r));
   rows.push_back(run<kVariant, kTryWait, 2>(r));
   rows.push_back(run<kVariant, kTryWaitSleep, 2>(r));
+  rows.push_back(run<kVariant, kWgmma, 2>(r));
 }
 
 }  // namespace
