@@ -12,7 +12,8 @@
 // The busy warps: idle (they leave), MUFU, shared-memory loads, FMAs, or spinning on an mbarrier phase that does not
 // complete (as the producers wait for the gate tile), without or with a __nanosleep between tests, or issuing the
 // producers' wgmma steps (operands from shared memory, as the kernel's products read them).
-// Not a test of hawk's kernels; it decides how the chain should keep h.
+// The shipped scan is also run on every SM at once (one CTA each), idle and beside wgmma. Not a test of hawk's
+// kernels; it decides how the chain should keep h.
 //
 //   build-gpu/bench/probes/chain_scan_probe [OUT.json]
 #include <cuda_bf16.h>
@@ -204,8 +205,10 @@ __global__ void __launch_bounds__(kThreads, 1) scan_probe_kernel(Result r) {
       h *= 0.5f;  // keeps h finite over the repetitions (the kept h feed the next repetition's u)
     }
     const long long stop = clock64();
-    r.cycles[thread] = static_cast<unsigned long long>(stop - start);
-    r.sink[thread] = h;
+    if (blockIdx.x == 0) {  // every CTA runs the same; CTA 0 reports
+      r.cycles[thread] = static_cast<unsigned long long>(stop - start);
+      r.sink[thread] = h;
+    }
     if (thread % 32 == 0) atomicAdd(finished, 1);
   } else if (thread >= 128 && kBusy == kWgmma) {
     // The producers' products: each warpgroup repeats one k panel of m64n128k16 steps, x [64][64] K-major and the
@@ -232,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1) scan_probe_kernel(Result r) {
     float total = 0.0f;
 #pragma unroll
     for (int e = 0; e < 64; ++e) total += d[e];
-    r.sink[thread] = total;
+    if (blockIdx.x == 0) r.sink[thread] = total;
   } else if (thread >= 128 && kBusy != kIdle) {
     // The producers' stand-in: busy until every chain warp is done.
     float x = 1.0f + 1e-4f * static_cast<float>(thread), acc = 0.0f;
@@ -261,22 +264,23 @@ __global__ void __launch_bounds__(kThreads, 1) scan_probe_kernel(Result r) {
         }
       }
     }
-    r.sink[thread] = x + acc;
+    if (blockIdx.x == 0) r.sink[thread] = x + acc;
   }
 }
 
 struct Row {
-  int variant, busy, chain_warps;
+  int variant, busy, chain_warps, ctas;
   double cycles_per_token;
 };
 
+//! `ctas` CTAs (one per SM at this shared-memory size) each run the probe; CTA 0 reports.
 template <int kVariant, int kBusy, int kChainWarps>
-Row run(const Result& r) {
+Row run(const Result& r, int ctas = 1) {
   auto kernel = scan_probe_kernel<kVariant, kBusy, kChainWarps>;
   PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes)));
   std::vector<double> per_rep;
   for (int rep = 0; rep < 5; ++rep) {
-    kernel<<<1, kThreads, kSharedBytes>>>(r);
+    kernel<<<ctas, kThreads, kSharedBytes>>>(r);
     PROBE_CUDA(cudaGetLastError());
     PROBE_CUDA(cudaDeviceSynchronize());
     unsigned long long cycles[64];
@@ -286,7 +290,7 @@ Row run(const Result& r) {
     per_rep.push_back(static_cast<double>(worst) / (kReps * kChunk));
   }
   std::sort(per_rep.begin(), per_rep.end());
-  return {kVariant, kBusy, kChainWarps, per_rep[per_rep.size() / 2]};
+  return {kVariant, kBusy, kChainWarps, ctas, per_rep[per_rep.size() / 2]};
 }
 
 template <int kVariant>
@@ -299,6 +303,14 @@ void run_variant(const Result& r, std::vector<Row>& rows) {
   rows.push_back(run<kVariant, kTryWait, 2>(r));
   rows.push_back(run<kVariant, kTryWaitSleep, 2>(r));
   rows.push_back(run<kVariant, kWgmma, 2>(r));
+}
+
+//! The shipped scan and its loads alone on every SM at once, idle and beside wgmma: does the rest of the GPU matter?
+void run_every_sm(const Result& r, int sms, std::vector<Row>& rows) {
+  rows.push_back(run<kLibrary, kIdle, 2>(r, sms));
+  rows.push_back(run<kLibrary, kWgmma, 2>(r, sms));
+  rows.push_back(run<kNoKeep, kIdle, 2>(r, sms));
+  rows.push_back(run<kNoKeep, kWgmma, 2>(r, sms));
 }
 
 }  // namespace
@@ -316,12 +328,13 @@ int main(int argc, char** argv) {
   run_variant<kSwizzled>(r, rows);
   run_variant<kDeferred>(r, rows);
   run_variant<kGlobalY>(r, rows);
+  run_every_sm(r, properties.multiProcessorCount, rows);
   std::fprintf(stderr, "chain scan of %d tokens on %s (cycles per token, median of 5 launches, slowest lane)\n",
                kChunk, properties.name);
-  std::fprintf(stderr, "variant    busy          chain warps  cycles/token\n");
+  std::fprintf(stderr, "variant    busy          chain warps  CTAs  cycles/token\n");
   for (const Row& row : rows)
-    std::fprintf(stderr, "%-10s %-13s %11d %13.2f\n", kVariantNames[row.variant], kBusyNames[row.busy],
-                 row.chain_warps, row.cycles_per_token);
+    std::fprintf(stderr, "%-10s %-13s %11d %5d %13.2f\n", kVariantNames[row.variant], kBusyNames[row.busy],
+                 row.chain_warps, row.ctas, row.cycles_per_token);
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
     if (f == nullptr) return 2;
@@ -329,8 +342,10 @@ int main(int argc, char** argv) {
     std::fprintf(f, "{\n  \"probe\": \"chain_scan\",\n  \"gpu\": \"%s\",\n  \"commit\": \"%s\",\n  \"tokens\": %d,\n"
                  "  \"rows\": [\n", properties.name, commit ? commit : "unknown", kChunk);
     for (std::size_t i = 0; i < rows.size(); ++i)
-      std::fprintf(f, "    {\"variant\": \"%s\", \"busy\": \"%s\", \"chain_warps\": %d, \"cycles_per_token\": %.3f}%s\n",
-                   kVariantNames[rows[i].variant], kBusyNames[rows[i].busy], rows[i].chain_warps,
+      std::fprintf(f,
+                   "    {\"variant\": \"%s\", \"busy\": \"%s\", \"chain_warps\": %d, \"ctas\": %d, "
+                   "\"cycles_per_token\": %.3f}%s\n",
+                   kVariantNames[rows[i].variant], kBusyNames[rows[i].busy], rows[i].chain_warps, rows[i].ctas,
                    rows[i].cycles_per_token, i + 1 < rows.size() ? "," : "");
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);

@@ -168,9 +168,11 @@ int main(int argc, char** argv) {
   rows.push_back(probe<64>("(16,1024,1024,16)", Shape{16, 1024, 1024, 16, 0}));
   rows.push_back(probe<256>("(1,8192,2560,10)", Shape{1, 8192, 2560, 10, 0}));
   rows.push_back(probe<256>("(1,65536,2560,10)", Shape{1, 65536, 2560, 10, 0}));
-  // The scan-priority experiments (WgmmaPersistentForwardConfig's ScanPriority: quiet, yield) were measured at
-  // e9883ae (bench/results/2026-12-01-h200-e9883ae/); the two-pass chains (ChainScan): the carry published after a
-  // first pass that stores nothing, then h kept in the tile (carry-first) or y stored by the chain (direct-y).
+  // The scan with the producers idle (ScanPriority::kQuiet), now in SM cycles: at e9883ae it took 1.79 us, about
+  // 16 cycles a token, where chain_scan_probe's same scan alone on an SM takes 9.8 (bench/results/
+  // 2026-12-01-h200-73c2720/). Then the two-pass chains (ChainScan): the carry published after a first pass that
+  // stores nothing, then h kept in the tile (carry-first) or y stored by the chain (direct-y).
+  rows.push_back(probe<256, ScanPriority::kQuiet>("(1,65536,2560,10) quiet", Shape{1, 65536, 2560, 10, 0}));
   constexpr ScanPriority kShare = ScanPriority::kShare;
   rows.push_back(probe<256, kShare, ChainScan::kCarryFirst>("(1,8192,2560,10) carry-first", Shape{1, 8192, 2560, 10, 0}));
   rows.push_back(
