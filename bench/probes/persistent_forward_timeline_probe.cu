@@ -55,11 +55,14 @@ double quantile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
-template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainScan Scan = ChainScan::kKeep>
-std::string probe(const char* name, const Shape& s) {
-  using Persistent = Op<BlockWidth, Priority, Scan>;
-  ForwardBuffers b = make_buffers(s, GateMode::kFused, s.B);
-  const auto args = arguments(s, GateMode::kFused, ResetMode::kSequenceStart, false, false, b, 0, s.B);
+//! Gate-logits mode (PersistentGateLogitsForwardConfig): "products" is the producers' read of their logits.
+using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<
+    hawk::rglru::PersistentGateLogitsForwardConfig<Element, hawk::rglru::ResetAtSequenceStart>>;
+
+template <class Persistent>
+std::string probe_op(const char* name, const Shape& s, GateMode mode) {
+  ForwardBuffers b = make_buffers(s, mode, s.B);
+  const auto args = arguments(s, mode, ResetMode::kSequenceStart, false, false, b, 0, s.B);
   thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Persistent::workspace_size(args), 1));
   const std::int64_t chunks = (s.L + 191) / 192, tiles = s.W / 64, tickets = s.B * chunks * tiles;
   thrust::device_vector<unsigned long long> trace(static_cast<std::size_t>(tickets) * kTraceSlots, 0ull);
@@ -160,6 +163,11 @@ std::string probe(const char* name, const Shape& s) {
   return json;
 }
 
+template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainScan Scan = ChainScan::kKeep>
+std::string probe(const char* name, const Shape& s) {
+  return probe_op<Op<BlockWidth, Priority, Scan>>(name, s, GateMode::kFused);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,6 +176,10 @@ int main(int argc, char** argv) {
   rows.push_back(probe<64>("(16,1024,1024,16)", Shape{16, 1024, 1024, 16, 0}));
   rows.push_back(probe<256>("(1,8192,2560,10)", Shape{1, 8192, 2560, 10, 0}));
   rows.push_back(probe<256>("(1,65536,2560,10)", Shape{1, 65536, 2560, 10, 0}));
+  rows.push_back(probe_op<GateLogitsOp>("(4,2048,2048,16) gate-logits", Shape{4, 2048, 2048, 16, 0}, GateMode::kGateLogits));
+  rows.push_back(probe_op<GateLogitsOp>("(1,8192,2560,10) gate-logits", Shape{1, 8192, 2560, 10, 0}, GateMode::kGateLogits));
+  rows.push_back(
+      probe_op<GateLogitsOp>("(1,65536,2560,10) gate-logits", Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
   // The scan with the producers idle (ScanPriority::kQuiet), now in SM cycles: at e9883ae it took 1.79 us, about
   // 16 cycles a token, where chain_scan_probe's same scan alone on an SM takes 9.8 (bench/results/
   // 2026-12-01-h200-73c2720/). Then the two-pass chains (ChainScan): the carry published after a first pass that

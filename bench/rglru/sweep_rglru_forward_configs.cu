@@ -305,6 +305,24 @@ int main(int argc, char** argv) {
     wgmma_rows("(2,4096,2560,10)", two_long, W256{});
     wgmma_rows("(4,8192,2560,10)", four_long, W256{});
     wgmma_rows("(1,65536,2560,10)", longest, W256{});
+    // Gate-logits mode: the persistent kernel (no products; PersistentGateLogitsForwardConfig) against the
+    // sequential gate-logits forward, what forward() ran there before.
+    using LogitsPersistent = hawk::rglru::PersistentGateLogitsForwardConfig<Element, Policy>;
+    using SeqLogitsShipped = hawk::rglru::DefaultGateLogitsConfig<Element, Policy>::type;
+    for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(4,2048,2048,16)", seed},
+                                      std::pair<const char*, Shape>{"(16,1024,1024,16)", small},
+                                      std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill},
+                                      std::pair<const char*, Shape>{"(1,2048,2048,16)", one_seed},
+                                      std::pair<const char*, Shape>{"(2,4096,2560,10)", two_long},
+                                      std::pair<const char*, Shape>{"(4,8192,2560,10)", four_long},
+                                      std::pair<const char*, Shape>{"(8,4096,2048,16)", eight_w128},
+                                      std::pair<const char*, Shape>{"(1,65536,2560,10)", longest}}) {
+      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<LogitsPersistent>,
+                                 hawk::rglru::Forward<SeqLogitsShipped>>(
+          name, shape, kLogits,
+          "gate-logits persistent against sequential: Chunk 192, Threads 512, smem " +
+              std::to_string(LogitsPersistent::kSharedBytes / 1024) + " KB"));
+    }
   }
 #endif
 

@@ -16,7 +16,9 @@
 //! Hopper chunked forwards run the 16-bit fused configurations where they pay, with the same bits
 //! (tests/gpu/rglru/forward_wgmma_chunked_test.cu): at w = 256 the persistent one (`WgmmaPersistentForward`,
 //! operators/wgmma_persistent_forward.cuh; `detail::runs_wgmma_persistent`), at w = 128 the one-shot one
-//! (`WgmmaChunkedForward`, operators/wgmma_chunked_forward.cuh; `detail::runs_wgmma_chunked`).
+//! (`WgmmaChunkedForward`, operators/wgmma_chunked_forward.cuh; `detail::runs_wgmma_chunked`); the persistent one
+//! also runs the 16-bit gate-logits configurations where the sequential grid's waves leave SMs idle
+//! (PersistentGateLogitsForwardConfig, persistent_gate_logits_config.cuh).
 //!
 //! Shipped configurations (all TimeChunk = kDefaultTimeChunk = 64, so checkpoints of any default call use
 //! checkpoint_chunk = 64), for each of NoReset, ResetAtSequenceStart, ResetFlags:
@@ -64,9 +66,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "hawk/core/dispatch.hpp"
 #include "hawk/core/launch_attributes.hpp"
@@ -83,6 +87,7 @@
 #include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
 #include "hawk/rglru/operators/wgmma_persistent_forward.cuh"
 #include "hawk/rglru/wgmma_chunked_config.cuh"
+#include "hawk/rglru/persistent_gate_logits_config.cuh"
 #include "hawk/rglru/wgmma_persistent_config.cuh"
 
 namespace hawk {
@@ -154,10 +159,15 @@ struct DefaultWgmmaChunkedConfig {
 //! w = 256 shape (H200, bf16, 2026-12-01, bench/results/2026-12-01-h200-a804cec/sweep-wgmma.json: 137 against 144 µs
 //! at (1, 8192, 2560, 10), 989 against 1041 at (1, 65536, 2560, 10), 131 against 144 at (2, 4096, 2560, 10), 466
 //! against 532 at (4, 8192, 2560, 10)); at w = 128 it lost (95 against 82 µs at (4, 2048, 2048, 16)).
+//! In gate-logits mode (any H, W a multiple of 64) the same kernel runs PersistentGateLogitsForwardConfig: no
+//! products, and no wgmma beside the chain's scan.
 template <class Config>
 struct DefaultWgmmaPersistentConfig {
-  static constexpr bool kApplies = Config::kFused && sizeof(typename Config::Element) == 2 && Config::kBlockWidth == 256;
-  using type = WgmmaPersistentForwardConfig<typename Config::Element, 256, typename Config::ResetPolicy>;
+  static constexpr bool kApplies =
+      sizeof(typename Config::Element) == 2 && (Config::kFused ? Config::kBlockWidth == 256 : true);
+  using type = std::conditional_t<Config::kFused,
+                                  WgmmaPersistentForwardConfig<typename Config::Element, 256, typename Config::ResetPolicy>,
+                                  PersistentGateLogitsForwardConfig<typename Config::Element, typename Config::ResetPolicy>>;
 };
 
 namespace detail {
@@ -224,9 +234,18 @@ namespace detail {
 //! chunked kernel was slower at every measured shape: 0.65x to 0.90x of the sequential one, H200, 2026-11-30,
 //! bench/results/2026-11-30-h200-0de1a9d/sweep.json) and sequences longer than one chunk on average (shorter
 //! ones are one chunk each: the chain has nothing to overlap).
-inline bool chunking_may_pay(const ForwardArguments& args) {
+inline bool sequences_span_chunks(const ForwardArguments& args) {
   const ProblemShape& s = args.shape;
-  return args.mode == GateMode::kFused && s.num_sequences > 0 && s.num_tokens / s.num_sequences > kDefaultChunk;
+  return s.num_sequences > 0 && s.num_tokens / s.num_sequences > kDefaultChunk;
+}
+inline bool chunking_may_pay(const ForwardArguments& args) {
+  return args.mode == GateMode::kFused && sequences_span_chunks(args);
+}
+
+//! Whether a chunked kernel may run `args` in some build: chunking_may_pay, or gate-logits mode where the
+//! persistent Hopper kernel is built (it runs gate-logits mode too; DefaultWgmmaPersistentConfig).
+inline bool chained_carries_may_run(const ForwardArguments& args) {
+  return chunking_may_pay(args) || (kWgmmaChunkedForwardBuilt && sequences_span_chunks(args));
 }
 
 }  // namespace detail
@@ -240,30 +259,49 @@ inline bool chunking_may_pay(const ForwardArguments& args) {
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
   const std::size_t checks = DeviceCheckLayout::of(args.shape, args.state_index).bytes;
-  if (!detail::chunking_may_pay(args)) return checks;
+  if (!detail::chained_carries_may_run(args)) return checks;
   const ProblemShape& s = args.shape;
   return checks + ChainedCarryLayout::of(s.num_tokens, s.num_sequences, s.width, kDefaultChunk, checks).bytes;
 }
 
 namespace detail {
 
-//! Whether the sequential grid of `Config` (one CTA per sequence and width tile) fills at most three quarters of
-//! the CTAs the device runs at once: the idle-grid half of runs_chunked's rule, from cached device attributes and
-//! arithmetic only. Any query failure says no.
+//! The sequential grid of `Config` (one CTA per sequence and width tile) on this device: its CTAs and the CTAs the
+//! device runs at once (by shared memory, 1 KB of it reserved per CTA, and by threads), from cached device
+//! attributes and arithmetic only. False when a query fails.
 template <class Config>
-bool sequential_grid_idles(const ProblemShape& s) {
+bool sequential_grid(const ProblemShape& s, double& ctas, double& resident) {
   if (s.width <= 0) return false;
   int multiprocessors = 0, shared_per_multiprocessor = 0;
   if (!device_multiprocessor_count(multiprocessors).ok() ||
       !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
     return false;
-  // Sequential CTAs one SM holds: by shared memory (1 KB of it reserved per CTA) and by threads.
   const std::int64_t by_shared =
       static_cast<std::int64_t>(shared_per_multiprocessor) / static_cast<std::int64_t>(Config::kSharedBytes + 1024);
   const std::int64_t by_threads = 2048 / Config::kKernelThreads;
   const std::int64_t per_multiprocessor = std::max<std::int64_t>(1, std::min(by_shared, by_threads));
-  const double sequential_ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-  return 4.0 * sequential_ctas <= 3.0 * static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+  ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
+  resident = static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+  return true;
+}
+
+//! Whether the sequential grid of `Config` fills at most three quarters of the CTAs the device runs at once: the
+//! idle-grid half of runs_chunked's rule. Any query failure says no.
+template <class Config>
+bool sequential_grid_idles(const ProblemShape& s) {
+  double ctas = 0, resident = 0;
+  return sequential_grid<Config>(s, ctas, resident) && 4.0 * ctas <= 3.0 * resident;
+}
+
+//! Whether the sequential grid of `Config` keeps at most three quarters of the device's CTA slots busy over its
+//! waves (ctas / (waves · resident) <= 3/4: an idle grid, or a last wave that leaves many SMs idle), the rule of
+//! the persistent kernel in gate-logits mode. Any query failure says no.
+template <class Config>
+bool sequential_waves_underfilled(const ProblemShape& s) {
+  double ctas = 0, resident = 0;
+  if (!sequential_grid<Config>(s, ctas, resident) || ctas <= 0) return false;
+  const double waves = std::ceil(ctas / resident);
+  return 4.0 * ctas <= 3.0 * waves * resident;
 }
 
 //! Whether forward() runs `Config` as the chunked forward: in fused mode, when the sequences are longer than a
@@ -313,10 +351,16 @@ bool runs_wgmma_chunked(const ForwardArguments& args, std::size_t workspace_byte
 }
 
 //! Whether forward() runs `Config` as the persistent Hopper chunked forward (WgmmaPersistentForward; the same build
-//! and device as above): for 16-bit fused configurations at w = 256 whenever the sequences are longer than a chunk
-//! on average (it beat what forward() ran before at every such measured shape, full grids included: 1.82x at
-//! (4, 8192, 2560, 10), 1.78x at (1, 8192, 2560, 10), 1.85x at (1, 65536, 2560, 10)). The choice never changes a
-//! bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
+//! and device as above), whenever the sequences are longer than a chunk on average and:
+//! - for 16-bit fused configurations at w = 256, always (it beat what forward() ran before at every such measured
+//!   shape, full grids included: 1.82x at (4, 8192, 2560, 10), 1.78x at (1, 8192, 2560, 10), 1.85x at
+//!   (1, 65536, 2560, 10));
+//! - for 16-bit gate-logits configurations (W a multiple of 64), where the sequential grid's waves leave a quarter
+//!   or more of the device idle (sequential_waves_underfilled): there it won (1.14x to 1.50x at (1, 2048, 2048, 16),
+//!   (2, 4096, 2560, 10), (4, 8192, 2560, 10), (1, 8192, 2560, 10), (1, 65536, 2560, 10)); on full waves it lost
+//!   (0.78x to 0.85x at (4, 2048, 2048, 16), (16, 1024, 1024, 16), (8, 4096, 2048, 16); H200, bf16, 2026-12-02,
+//!   bench/results/2026-12-02-h200-*/sweep-gate-logits.txt).
+//! The choice never changes a bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
 template <class Config>
 bool runs_wgmma_persistent(const ForwardArguments& args, std::size_t workspace_bytes) {
   using Wgmma = DefaultWgmmaPersistentConfig<Config>;
@@ -325,7 +369,10 @@ bool runs_wgmma_persistent(const ForwardArguments& args, std::size_t workspace_b
     (void)workspace_bytes;
     return false;
   } else {
-    if (!chunking_may_pay(args)) return false;
+    if (!sequences_span_chunks(args)) return false;
+    if constexpr (!Config::kFused) {
+      if (!sequential_waves_underfilled<Config>(args.shape)) return false;
+    }
     return hopper_operator_fits<WgmmaPersistentForward<typename Wgmma::type>>(args, workspace_bytes);
   }
 }

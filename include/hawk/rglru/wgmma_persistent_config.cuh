@@ -46,6 +46,28 @@ enum class ScanPriority {
   kYield,
 };
 
+//! The regions of a persistent CTA after its operand ring (`RingBytes` from the aligned base), laid out alike by
+//! the fused and the gate-logits configurations (block/operand_ring.cuh's PersistentTiles reads them):
+//! - the fp32 gate tile, token pairs of quads (block/chunk_scan.cuh's TokenPairGateTile);
+//! - per-channel constants of a ticket's 64 channels (-c · softplus(a_param), bx, ba), one set per ticket slot;
+//! - the ticket number of each slot;
+//! - the barriers: stage_full[Stages] (copy bytes), stage_empty[Stages] (the producers are done with a stage),
+//!   ticket_full[TicketSlots] (the copy warp wrote a slot), ticket_empty[TicketSlots] (the chain is done with it),
+//!   gates_full, gates_free;
+//! - ScanPriority::kYield's count of scanning chain warps.
+template <std::size_t RingBytes, int Chunk, int GatePairStride, int TicketSlots, int Stages>
+struct PersistentTileLayout {
+  static constexpr std::size_t kGateOffset = RingBytes;
+  static constexpr std::size_t kGateBytes = sizeof(float) * (Chunk / 2) * GatePairStride;
+  static constexpr std::size_t kConstantsOffset = kGateOffset + kGateBytes;
+  static constexpr std::size_t kConstantsBytes = TicketSlots * 3 * 64 * sizeof(float);
+  static constexpr std::size_t kTicketOffset = kConstantsOffset + kConstantsBytes;
+  static constexpr std::size_t kBarrierOffset = kTicketOffset + TicketSlots * sizeof(long long);
+  static constexpr int kBarriers = 2 * Stages + 2 * TicketSlots + 2;
+  static constexpr std::size_t kScanningOffset = kBarrierOffset + kBarriers * 8;
+  static constexpr std::size_t kSharedBytes = kScanningOffset + 8 + 1024;  //!< with the alignment slack
+};
+
 //! \tparam Element     __nv_bfloat16 or __half.
 //! \tparam BlockWidth  w: 64, 128, 192 or 256 (w / 64 k panels per ticket).
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
@@ -86,6 +108,8 @@ struct WgmmaPersistentForwardConfig {
                 "setmaxnreg: register counts are multiples of 8 in [24, 256], and all of them 512 per lane");
   static constexpr int kPanels = BlockWidth_ / 64;
   static constexpr int kStages = 3;
+  //! Producer threads that read one stage (and arrive on its stage_empty barrier): all of them, one k panel each.
+  static constexpr int kStageConsumers = kProducerThreads;
   static constexpr int kVec = ElementTraits<Element_>::kVecSize;
   static constexpr int kCheckpointChunk = kDefaultTimeChunk;
   static constexpr int kTimeChunk = kCheckpointChunk;
@@ -111,20 +135,9 @@ struct WgmmaPersistentForwardConfig {
   static constexpr std::size_t kStageWxOffset = kWarpgroups * kXPanelBytes;
   static constexpr std::size_t kStageWaOffset = kStageWxOffset + kWeightPanelBytes;
   static constexpr std::size_t kStageBytes = kStageWaOffset + kWeightPanelBytes;
-  static constexpr std::size_t kGateOffset = kStages * kStageBytes;
-  static constexpr std::size_t kGateBytes = sizeof(float) * (kChunk / 2) * kGatePairStride;
-  //! Per-channel constants of a ticket's 64 channels (-c · softplus(a_param), bx, ba), one set per ticket slot.
-  static constexpr std::size_t kConstantsOffset = kGateOffset + kGateBytes;
-  static constexpr std::size_t kConstantsBytes = kTicketSlots * 3 * 64 * sizeof(float);
-  static constexpr std::size_t kTicketOffset = kConstantsOffset + kConstantsBytes;
-  //! The barriers: stage_full[kStages] (copy bytes), stage_empty[kStages] (the producers are done with a stage),
-  //! ticket_full[kTicketSlots] (the copy warp wrote a slot), ticket_empty[kTicketSlots] (the chain is done with it),
-  //! gates_full, gates_free.
-  static constexpr std::size_t kBarrierOffset = kTicketOffset + kTicketSlots * sizeof(long long);
-  static constexpr int kBarriers = 2 * kStages + 2 * kTicketSlots + 2;
-  //! ScanPriority::kYield's count of scanning chain warps.
-  static constexpr std::size_t kScanningOffset = kBarrierOffset + kBarriers * 8;
-  static constexpr std::size_t kSharedBytes = kScanningOffset + 8 + 1024;
+  using Layout = PersistentTileLayout<kStages * kStageBytes, kChunk, kGatePairStride, kTicketSlots, kStages>;
+  static constexpr std::size_t kGateBytes = Layout::kGateBytes;
+  static constexpr std::size_t kSharedBytes = Layout::kSharedBytes;
   static_assert(kStageBytes % 1024 == 0, "the swizzled operand tiles must stay 1024-byte aligned");
   static_assert(kSharedBytes <= 227u * 1024u, "WgmmaPersistentForwardConfig: shared memory exceeds 227 KB per CTA");
 

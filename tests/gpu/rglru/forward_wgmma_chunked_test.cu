@@ -107,6 +107,23 @@ void check_against_sequential(const std::vector<std::int64_t>& lengths, bool pac
   CHECK_FALSE(run_wgmma<E, First>(rglru_test::with_one_x_changed(p)) == sequential);
 }
 
+//! Op refuses `misaligned` with kMisalignedPointer and writes nothing (y stays poisoned); control: `aligned`, the
+//! same call with the operand restored, runs and writes y.
+template <class Op, class E>
+void check_misaligned_refused(rglru_test::DeviceProblem<E>& d, const hawk::rglru::ForwardArguments& misaligned,
+                              const hawk::rglru::ForwardArguments& aligned) {
+  const auto poisoned_y = hawk_test::bytes_of(d.y);
+  thrust::device_vector<unsigned char> workspace(Op::workspace_size(aligned));
+  const hawk::Status status = Op::run(misaligned, hawk_test::raw(workspace), workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO(status.to_string());
+  CHECK(status.code() == hawk::StatusCode::kMisalignedPointer);
+  CHECK(hawk_test::bytes_of(d.y) == poisoned_y);
+  REQUIRE(Op::run(aligned, hawk_test::raw(workspace), workspace.size(), nullptr).ok());
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  CHECK(hawk_test::bytes_of(d.y) != poisoned_y);
+}
+
 // Lengths 1, 2, odd, not a multiple of any chunk, exactly one chunk, empty, several chunks (make_problem's reset
 // flags fall at t = 0, mid-chunk, on chunk edges and on consecutive tokens).
 const std::vector<std::int64_t> kPackedLengths = {1, 2, 0, 129, 255, 64, 300, 513, 17, 128};
@@ -156,20 +173,10 @@ TEST_CASE("the Hopper chunked forward refuses operands the tensor copies cannot 
   const Problem p =
       rglru_test::make_problem<Bf16>(256, 2, {300, 17}, true, kFused, hawk::rglru::ResetMode::kFlags, true);
   rglru_test::DeviceProblem<Bf16> d(p);
-  const auto poisoned_y = hawk_test::bytes_of(d.y);
-  hawk::rglru::ForwardArguments a = d.arguments(p);
-  a.x = hawk_test::raw(d.x) + 1;  // 2 bytes off
-  thrust::device_vector<unsigned char> workspace(Op::workspace_size(a));
-  const hawk::Status status = Op::run(a, hawk_test::raw(workspace), workspace.size(), nullptr);
-  HAWK_TEST_CUDA(cudaDeviceSynchronize());
-  INFO(status.to_string());
-  CHECK(status.code() == hawk::StatusCode::kMisalignedPointer);
-  CHECK(hawk_test::bytes_of(d.y) == poisoned_y);
-  // Control: the same call on the aligned x runs and writes y.
-  a.x = hawk_test::raw(d.x);
-  REQUIRE(Op::run(a, hawk_test::raw(workspace), workspace.size(), nullptr).ok());
-  HAWK_TEST_CUDA(cudaDeviceSynchronize());
-  CHECK(hawk_test::bytes_of(d.y) != poisoned_y);
+  const hawk::rglru::ForwardArguments aligned = d.arguments(p);
+  hawk::rglru::ForwardArguments misaligned = aligned;
+  misaligned.x = hawk_test::raw(d.x) + 1;  // 2 bytes off
+  check_misaligned_refused<Op>(d, misaligned, aligned);
 }
 
 TEST_CASE("the persistent Hopper chunked forward gives the sequential forward's bits",
@@ -280,4 +287,79 @@ TEST_CASE("the persistent kernel's two-pass chains (the carry published before h
   SECTION("carry first, then y and the checkpoints stored by the chain") {
     check_two_pass_chain<hawk::rglru::ChainScan::kCarryFirstDirectY>(length);
   }
+}
+
+namespace {
+
+constexpr auto kLogits = rglru_test::GateMode::kGateLogits;
+
+template <class E, class Policy>
+using GateLogitsPersistent =
+    hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<E, Policy>>;
+template <class E, class Policy>
+using GateLogitsSequential = hawk::rglru::Forward<typename hawk::rglru::DefaultGateLogitsConfig<E, Policy>::type>;
+
+//! The persistent kernel in gate-logits mode against the sequential gate-logits forward (what forward() ran
+//! before), bitwise, `runs` times (the decay output on and off alternately); then on x changed in one element
+//! (negative control). W = 320: five 64-channel tickets per chunk, any H.
+template <class E, class Policy>
+void check_gate_logits(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0, int runs = 1) {
+  INFO("policy=" << Policy::kName << " packed=" << packed << " h0=" << with_h0);
+  const Problem p = rglru_test::make_problem<E>(320, 5, lengths, packed, kLogits, Policy::kMode, with_h0);
+  const ForwardOutputs sequential[2] = {rglru_test::run_forward_outputs<E, GateLogitsSequential<E, Policy>>(p),
+                                        rglru_test::run_forward_outputs<E, GateLogitsSequential<E, Policy>>(p, false)};
+  for (int run = 0; run < runs; ++run) {
+    INFO("run " << run);
+    const ForwardOutputs chunked =
+        rglru_test::run_forward_outputs<E, GateLogitsPersistent<E, Policy>>(p, run % 2 == 0);
+    CHECK(chunked.y == sequential[run % 2].y);
+    CHECK(chunked.h_final == sequential[run % 2].h_final);
+    CHECK(chunked.decay == sequential[run % 2].decay);
+    CHECK(chunked.checkpoints == sequential[run % 2].checkpoints);
+  }
+  CHECK_FALSE(rglru_test::run_forward_outputs<E, GateLogitsPersistent<E, Policy>>(rglru_test::with_one_x_changed(p)) ==
+              sequential[0]);
+}
+
+}  // namespace
+
+TEST_CASE("the persistent Hopper chunked forward in gate-logits mode gives the sequential gate-logits forward's bits",
+          "[rglru][forward][chunked][wgmma][persistent][gate_logits]") {
+  if (!on_sm90()) return;
+  SECTION("bf16, reset flags, h0, packed") { check_gate_logits<Bf16, ResetFlags>(kPackedLengths, true, true); }
+  SECTION("bf16 no reset and fp16 reset at sequence start, dense L = 1, 2, 257, 700") {
+    for (std::int64_t L : {1, 2, 257, 700}) {
+      check_gate_logits<Bf16, NoReset>({L, L, L}, false, true);
+      check_gate_logits<__half, ResetAtSequenceStart>({L, L}, false, false);
+    }
+  }
+  SECTION("long chains with resets at chunk edges, dense and packed, repeated") {
+    // Under compute-sanitizer (HAWK_SANITIZE) a fifth of the tokens: still more tickets than CTAs.
+    const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
+    check_gate_logits<Bf16, ResetFlags>({length, 0, length * 7777 / 20000, 13, length}, true, true, 4);
+    check_gate_logits<__half, NoReset>({length, length}, false, true, 2);
+  }
+}
+
+TEST_CASE("the persistent Hopper chunked forward in gate-logits mode refuses W not a multiple of 64 and misaligned "
+          "logits, and writes nothing",
+          "[rglru][forward][chunked][wgmma][persistent][gate_logits][bad_input]") {
+  if (!on_sm90()) return;
+  using Op = GateLogitsPersistent<Bf16, ResetFlags>;
+  {
+    const Problem p = rglru_test::make_problem<Bf16>(288, 1, {300, 17}, true, kLogits, hawk::rglru::ResetMode::kFlags,
+                                                     true);
+    rglru_test::DeviceProblem<Bf16> d(p);
+    const hawk::Status status = Op::can_implement(d.arguments(p));
+    INFO(status.to_string());
+    CHECK(status.code() == hawk::StatusCode::kUnsupportedConfiguration);
+  }
+  const Problem p = rglru_test::make_problem<Bf16>(256, 1, {300, 17}, true, kLogits, hawk::rglru::ResetMode::kFlags,
+                                                   true);
+  rglru_test::DeviceProblem<Bf16> d(p);
+  const hawk::rglru::ForwardArguments aligned = d.arguments(p);
+  REQUIRE(aligned.gx != nullptr);
+  hawk::rglru::ForwardArguments misaligned = aligned;
+  misaligned.gx = static_cast<const unsigned char*>(aligned.gx) + 2;
+  check_misaligned_refused<Op>(d, misaligned, aligned);
 }

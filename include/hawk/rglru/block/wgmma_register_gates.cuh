@@ -3,7 +3,9 @@
 //! The persistent Hopper chunked forward's producer pieces (wgmma_persistent_config.cuh): one warpgroup projects
 //! its 64 tokens of a ticket over the operand ring's k panels (gx | ga from one m64n128k16 step per k16), evaluates
 //! the gates on its accumulators and keeps them there (a_bar over gx, u over ga) until the chain gives the gate
-//! tile back, then stores them as token-pair quads (TokenPairGateTile).
+//! tile back, then stores them as token-pair quads (TokenPairGateTile). In gate-logits mode
+//! (persistent_gate_logits_config.cuh) a warpgroup reads its tokens' gx and ga from its stage into the same
+//! registers instead (read_gate_logits), and the rest is unchanged.
 //!
 //! Bits: the one-shot kernel's (block/wgmma_chunk_gates.cuh), hence the sequential forward's. Each of gx and ga is
 //! a k-ascending sum of k16 products from a zero accumulator (m64n128k16 computes every column as m64n64k16 does:
@@ -66,22 +68,55 @@ __device__ __forceinline__ void project_panel(const PersistentTiles<Config>& til
   detail::pin_accumulators(d);
 }
 
-//! The x pairs of this thread's fragment from stage s, which holds the panel of the CTA's channels.
-template <class Config>
-__device__ __forceinline__ void read_x_pairs(const PersistentTiles<Config>& tiles, int s, int thread,
-                                             std::uint32_t (&x_pairs)[16]) {
-  const unsigned char* tile = tiles.x_tile(s, thread / 128);
-  const int row0 = detail::fragment_row(thread);
+namespace detail {
+
+//! This thread's fragment-ordered element pairs of a swizzled [64 tokens][64] 16-bit tile: pairs[2j + half] holds
+//! the elements (fragment_row + 8 half, 8j + 2q) and (…, 8j + 2q + 1), the columns of accumulators 4j + 2 half and
+//! 4j + 2 half + 1. Eight lanes of a row read eight different 16-byte chunks: no bank conflict.
+__device__ __forceinline__ void read_fragment_pairs(const unsigned char* tile, int thread, std::uint32_t (&pairs)[16]) {
+  const int row0 = fragment_row(thread);
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row0 + 8 * half;
-      const int c = 8 * j + detail::fragment_pair(thread);
+      const int c = 8 * j + fragment_pair(thread);
       // 16-byte chunk c / 8 of the row lies at chunk (c / 8) ^ (row % 8): the 128-byte swizzle.
-      x_pairs[2 * j + half] =
+      pairs[2 * j + half] =
           *reinterpret_cast<const std::uint32_t*>(tile + row * 128 + (((c / 8) ^ (row % 8)) * 16) + (c % 8) * 2);
     }
+}
+
+}  // namespace detail
+
+//! The x pairs of this thread's fragment from stage s, which holds the panel of the CTA's channels.
+template <class Config>
+__device__ __forceinline__ void read_x_pairs(const PersistentTiles<Config>& tiles, int s, int thread,
+                                             std::uint32_t (&x_pairs)[16]) {
+  detail::read_fragment_pairs(tiles.x_tile(s, thread / 128), thread, x_pairs);
+}
+
+//! Gate-logits mode (PersistentGateLogitsForwardConfig): this thread's gx and ga from stage s (its warpgroup's
+//! tiles) into the accumulator slots the fused kernel's products would fill (gx over d[0, 32), ga over d[32, 64)),
+//! rounded to fp32 as the sequential kernel rounds them, and its x pairs; evaluate_register_gates then runs as in
+//! fused mode, without the bias.
+template <class Config>
+__device__ __forceinline__ void read_gate_logits(const PersistentTiles<Config>& tiles, int s, int thread,
+                                                 RegisterGates& r) {
+  using Element = typename Config::Element;
+  detail::read_fragment_pairs(tiles.x_tile(s, 0), thread, r.x_pairs);
+  std::uint32_t pairs[16];
+#pragma unroll
+  for (int plane = 0; plane < 2; ++plane) {
+    detail::read_fragment_pairs(plane == 0 ? tiles.gx_tile(s) : tiles.ga_tile(s), thread, pairs);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          r.d[32 * plane + 4 * j + 2 * half + e] = to_float(reinterpret_cast<const Element*>(&pairs[2 * j + half])[e]);
+  }
 }
 
 //! No pause between channel groups (evaluate_register_gates's default).
@@ -89,7 +124,8 @@ struct NoGatePause {
   __device__ void operator()() const {}
 };
 
-//! The gates of this thread's fragment, in place: gx + bx -> a_bar, ga + ba -> u. `constants` holds the ticket's
+//! The gates of this thread's fragment, in place: gx + bx -> a_bar, ga + ba -> u (gate-logits mode: gx -> a_bar,
+//! ga -> u). `constants` holds the ticket's
 //! -c · softplus(a_param), bx, ba of its 64 channels; `reset_flags` (ResetFlags) points at the chunk's first
 //! token's flag; `pause` runs before each of the 8 channel groups.
 template <class Config, class Pause = NoGatePause>
@@ -107,13 +143,17 @@ __device__ __forceinline__ void evaluate_register_gates(RegisterGates& r, const 
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int c = 8 * j + detail::fragment_pair(thread) + e;
-      const float coefficient = constants[c], bias_x = constants[64 + c], bias_a = constants[128 + c];
+      const float coefficient = constants[c];
+      const float bias_x = Config::kFused ? constants[64 + c] : 0.0f;
+      const float bias_a = Config::kFused ? constants[128 + c] : 0.0f;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = 4 * j + 2 * half + e;
         const Element x = reinterpret_cast<const Element*>(&r.x_pairs[2 * j + half])[e];
-        const TokenGates gates =
-            token_gates(to_float(x), r.d[i] + bias_x, r.d[32 + i] + bias_a, coefficient, reset[half]);
+        // Gate-logits mode: the caller's logits as they are (their bias is theirs), as the sequential kernel.
+        const float gx = Config::kFused ? r.d[i] + bias_x : r.d[i];
+        const float ga = Config::kFused ? r.d[32 + i] + bias_a : r.d[32 + i];
+        const TokenGates gates = token_gates(to_float(x), gx, ga, coefficient, reset[half]);
         r.d[i] = gates.a_bar;
         r.d[32 + i] = gates.u;
       }

@@ -8,7 +8,10 @@
 //! chain gives the tile back, the producers store ticket k's y from it, then ticket k + 1's gates, and go on. The
 //! same products, gate math and chain as the one-shot kernel: the sequential forward's bits, whatever the grid.
 //! Config::kChainScan picks how the chain runs a ticket (one pass keeping h; or the carry first, then h kept or y
-//! stored by the chain: modes.hpp's ChainScan), the same bits either way.
+//! stored by the chain: modes.hpp's ChainScan), the same bits either way. With a PersistentGateLogitsForwardConfig
+//! the kernel runs gate-logits mode: no products; the copy warp streams each ticket's x, gx and ga rows, one stage
+//! per producer warpgroup, and the producers read their logits from it into the registers the products would fill
+//! (block/wgmma_register_gates.cuh's read_gate_logits): the sequential gate-logits forward's bits.
 //!
 //! Hand-offs, all shared-memory barriers (block/operand_ring.cuh): ticket_full / ticket_empty per ticket slot,
 //! stage_full (copy bytes) / stage_empty (384 producer arrivals) per stage, gates_full (384 producer arrivals:
@@ -59,7 +62,6 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
                                                      const PersistentTiles<Config>& tiles, int thread) {
   constexpr int kC = Config::kChunk;
   constexpr int kWT = Config::kWidthTile;
-  constexpr int kW = Config::kBlockWidth;
   constexpr int kSlots = Config::kTicketSlots;
   const ForwardParams<typename Config::Element>& f = p.forward;
   long long use = 0;            // stage uses consumed
@@ -105,19 +107,29 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
     RegisterGates r;
     if (claimed.run) {
       const ChunkExtent& chunk = claimed.chunk;
+      if constexpr (Config::kFused) {
 #pragma unroll
-      for (int e = 0; e < 64; ++e) r.d[e] = 0.0f;
-      const int x_panel = static_cast<int>(chunk.col0 % kW) / 64;
+        for (int e = 0; e < 64; ++e) r.d[e] = 0.0f;
+        const int x_panel = static_cast<int>(chunk.col0 % Config::kBlockWidth) / 64;
 #pragma unroll 1
-      for (int panel = 0; panel < Config::kPanels; ++panel, ++use) {
-        const int s = static_cast<int>(use % Config::kStages);
-        wait_transaction_barrier(tiles.stage_full(s), full_parity(use, Config::kStages));
-        pause();
-        project_panel<Config>(tiles, s, thread / 128, r.d);
-        if (panel == x_panel) read_x_pairs<Config>(tiles, s, thread, r.x_pairs);
-        arrive_on_barrier(tiles.stage_empty(s));  // this thread's products and x reads of stage s are done
+        for (int panel = 0; panel < Config::kPanels; ++panel, ++use) {
+          const int s = static_cast<int>(use % Config::kStages);
+          wait_transaction_barrier(tiles.stage_full(s), full_parity(use, Config::kStages));
+          pause();
+          project_panel<Config>(tiles, s, thread / 128, r.d);
+          if (panel == x_panel) read_x_pairs<Config>(tiles, s, thread, r.x_pairs);
+          arrive_on_barrier(tiles.stage_empty(s));  // this thread's products and x reads of stage s are done
+        }
+      } else {
+        // Gate-logits mode: the warpgroup's own stage of the ticket (one per warpgroup), freed once read.
+        const long long mine = use + thread / 128;
+        const int s = static_cast<int>(mine % Config::kStages);
+        wait_transaction_barrier(tiles.stage_full(s), full_parity(mine, Config::kStages));
+        read_gate_logits<Config>(tiles, s, thread, r);
+        arrive_on_barrier(tiles.stage_empty(s));
+        use += Config::kPanels;
       }
-      if (traced) HAWK_PERSISTENT_FORWARD_TRACE(1, ticket);  // products done
+      if (traced) HAWK_PERSISTENT_FORWARD_TRACE(1, ticket);  // products done (gate-logits mode: logits read)
       const std::uint8_t* reset_flags =
           Config::ResetPolicy::kMode == ResetMode::kFlags ? f.reset + (chunk.begin + chunk.chunk_start) : nullptr;
       evaluate_register_gates<Config>(r, tiles.constants(slot), chunk, reset_flags, thread, pause);
@@ -173,8 +185,8 @@ __device__ __forceinline__ void persistent_chain(const ChunkedForwardParams<type
 
 //! A persistent grid (at most one CTA per SM; WgmmaPersistentForward::run sizes it). In the first warpgroup, warps
 //! 0-1 are the chain, warp 2 the copies, warp 3 only gives its registers away; threads [128, 512) are the producers
-//! (producer thread = thread - 128). The tensor maps describe x as [T][W], Wx and Wa as [H·w][w], 16-bit, boxes
-//! [64][64], 128-byte swizzled.
+//! (producer thread = thread - 128). The tensor maps describe x as [T][W], Wx and Wa as [H·w][w] (gate-logits
+//! mode: gx and ga as [T][W] in their place), 16-bit, boxes [64][64], 128-byte swizzled.
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, 1)
     wgmma_persistent_forward_kernel(const ChunkedForwardParams<typename Config::Element> p,

@@ -32,8 +32,14 @@ inline Status check_hopper_device(const char* op, std::size_t shared_bytes) {
   return check_shared_memory(shared_bytes);
 }
 
-//! What the tensor maps need of the operands (a host check): x, Wx and Wa 16-byte aligned.
+//! What the tensor maps need of the operands (a host check): x, Wx and Wa 16-byte aligned (gate-logits mode: x,
+//! gx and ga).
 inline Status check_tensor_copy_operands(const ForwardArguments& args, const char* op) {
+  if (args.mode == GateMode::kGateLogits) {
+    HAWK_REQUIRE(is_aligned(args.x, 16) && is_aligned(args.gx, 16) && is_aligned(args.ga, 16),
+                 StatusCode::kMisalignedPointer, std::string(op) + " needs x, gx and ga 16-byte aligned");
+    return Status::success();
+  }
   HAWK_REQUIRE(is_aligned(args.x, 16) && is_aligned(args.Wx, 16) && is_aligned(args.Wa, 16),
                StatusCode::kMisalignedPointer, std::string(op) + " needs x, Wx and Wa 16-byte aligned");
   return Status::success();
@@ -55,6 +61,20 @@ Status make_operand_maps(const ForwardArguments& args, int block_width, std::uin
                                           weight_box_rows, 64, TensorMapSwizzle::k128B));
   return make_tensor_map_2d(wa_map, args.Wa, args.dtype, weight_rows, block_width, weight_row_bytes,
                             weight_box_rows, 64, TensorMapSwizzle::k128B);
+}
+
+//! Gate-logits mode's tensor maps, 128-byte swizzled: x, gx and ga as [T][W] in boxes of [64 tokens][64 channels].
+template <class Element>
+Status make_gate_logit_maps(const ForwardArguments& args, CUtensorMap& x_map, CUtensorMap& gx_map,
+                            CUtensorMap& ga_map) {
+  const ProblemShape& s = args.shape;
+  const std::int64_t row_bytes = s.width * static_cast<std::int64_t>(sizeof(Element));
+  HAWK_RETURN_IF_ERROR(make_tensor_map_2d(x_map, args.x, args.dtype, s.num_tokens, s.width, row_bytes, 64, 64,
+                                          TensorMapSwizzle::k128B));
+  HAWK_RETURN_IF_ERROR(make_tensor_map_2d(gx_map, args.gx, args.dtype, s.num_tokens, s.width, row_bytes, 64, 64,
+                                          TensorMapSwizzle::k128B));
+  return make_tensor_map_2d(ga_map, args.ga, args.dtype, s.num_tokens, s.width, row_bytes, 64, 64,
+                            TensorMapSwizzle::k128B);
 }
 
 }  // namespace rglru

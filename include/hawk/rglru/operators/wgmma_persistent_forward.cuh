@@ -1,8 +1,9 @@
 #pragma once
 //! \file
 //! `hawk::rglru::WgmmaPersistentForward<Config>`: the host operator of the persistent Hopper chunked forward
-//! (kernels/wgmma_persistent_forward_kernel.cuh) for one WgmmaPersistentForwardConfig, with the contract and the
-//! workspace of WgmmaChunkedForward (operators/wgmma_chunked_forward.cuh); a grid of at most one CTA per SM.
+//! (kernels/wgmma_persistent_forward_kernel.cuh) for one WgmmaPersistentForwardConfig (fused mode) or
+//! PersistentGateLogitsForwardConfig (gate-logits mode, no wgmma), with the contract and the workspace of
+//! WgmmaChunkedForward (operators/wgmma_chunked_forward.cuh); a grid of at most one CTA per SM.
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -22,6 +23,7 @@
 #include "hawk/rglru/operators/hopper_operands.cuh"
 #include "hawk/rglru/operators/index_checks.cuh"
 #include "hawk/rglru/operators/lowering.hpp"
+#include "hawk/rglru/persistent_gate_logits_config.cuh"
 #include "hawk/rglru/wgmma_persistent_config.cuh"
 
 namespace hawk {
@@ -40,7 +42,7 @@ class WgmmaPersistentForward {
 
   //! Everything can_implement checks except the build and the device (no CUDA call at all): the sequential
   //! operator's checks for the same element, block width and policy, the count of chunk tickets, and what the
-  //! tensor maps need (16-byte aligned x, Wx, Wa).
+  //! tensor maps need (16-byte aligned x, Wx, Wa; gate-logits mode: x, gx, ga and W a multiple of 64).
   static Status check_host(const ForwardArguments& args) {
     HAWK_RETURN_IF_ERROR(check_forward_config<typename Config::Checked>(args));
     HAWK_RETURN_IF_ERROR(Chain::check_tickets(args.shape));
@@ -52,8 +54,13 @@ class WgmmaPersistentForward {
 
   static Status run(const ForwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    CUtensorMap x_map, wx_map, wa_map;  // weight boxes of one 64-row k panel: the ring streams the panels
-    HAWK_RETURN_IF_ERROR(make_operand_maps<Element>(args, Config::kBlockWidth, 64, x_map, wx_map, wa_map));
+    // Fused: weight boxes of one 64-row k panel (the ring streams the panels). Gate-logits: gx and ga in their place.
+    CUtensorMap x_map, wx_map, wa_map;
+    if constexpr (Config::kFused) {
+      HAWK_RETURN_IF_ERROR(make_operand_maps<Element>(args, Config::kBlockWidth, 64, x_map, wx_map, wa_map));
+    } else {
+      HAWK_RETURN_IF_ERROR(make_gate_logit_maps<Element>(args, x_map, wx_map, wa_map));
+    }
     unsigned int* checks = nullptr;
     HAWK_RETURN_IF_ERROR(begin_checked_run(args, workspace, workspace_bytes, workspace_size(args),
                                            "hawk::rglru::WgmmaPersistentForward", stream, checks));

@@ -1,0 +1,98 @@
+#pragma once
+//! \file
+//! The compile-time shape of the persistent Hopper chunked RG-LRU forward in gate-logits mode
+//! (kernels/wgmma_persistent_forward_kernel.cuh run with this configuration; sm_90a, 16-bit elements, chunks of 192
+//! tokens, 64 channels a ticket). The caller projected gx and ga, so there is no product: the copy warp streams each
+//! ticket's gx, ga and x rows with the tensor-copy engine, three producer warpgroups evaluate the gates of 64 tokens
+//! each into their registers while the chain scans the previous ticket, and the chain, the carries, the checkpoints
+//! and y are the fused persistent kernel's (wgmma_persistent_config.cuh says why the kernel is shaped so).
+//!
+//! Why it exists: the sequential gate-logits kernel walks each sequence in series per width tile and the one-shot
+//! chunked kernel (chunked_config.cuh) holds its SM while it waits for its carry; in gate-logits mode both stay far
+//! from the memory bound on few, long sequences (28% of copy at (1, 8192, 2560, 10); docs/PERFORMANCE_NOTES.md).
+//! Here the gates of every chunk are evaluated in parallel, and no wgmma shares the SM with the chain's scan.
+//!
+//! Shared memory, from a 1024-byte aligned base:
+//! - kStages = 3 operand stages, one per producer warpgroup: its 64 tokens of the ticket's x, gx and ga, each a
+//!   128-byte swizzled [64 tokens][64 channels] tile as the fused kernel's x tiles (so the producers read them with
+//!   the same fragment-ordered, conflict-free loads); a warpgroup frees its stage as soon as it holds its logits, so
+//!   the next ticket's copies run while it evaluates the gates and waits for the gate tile;
+//! - the fp32 token-pair gate tile, the per-ticket constants, the ticket slots and the barriers, as the fused
+//!   configuration lays them out.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "hawk/core/element.cuh"
+#include "hawk/rglru/wgmma_persistent_config.cuh"
+
+namespace hawk {
+namespace rglru {
+
+//! \tparam Element     __nv_bfloat16 or __half.
+//! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
+//! \tparam ProducerRegisters registers per producer thread after setmaxnreg (as WgmmaPersistentForwardConfig's).
+//! W must be a multiple of 64 (Checked's WidthTile); any H.
+template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 144>
+struct PersistentGateLogitsForwardConfig {
+  using Element = Element_;
+  using ResetPolicy = ResetPolicy_;
+  static constexpr GateMode kMode = GateMode::kGateLogits;
+  static constexpr bool kFused = false;
+  static constexpr int kBlockWidth = 0;  //!< any H
+  static constexpr int kWarpgroups = 3;
+  static constexpr int kTileTokens = 64;
+  static constexpr int kChunk = kWarpgroups * kTileTokens;
+  static constexpr int kWidthTile = 64;
+  static constexpr int kProducerThreads = 128 * kWarpgroups;
+  static constexpr int kChainThreads = kWidthTile;
+  static constexpr int kThreads = kProducerThreads + 128;
+  static constexpr int kEntryRegisters = 65536 / kThreads;
+  static constexpr int kProducerRegisters = ProducerRegisters_;
+  static constexpr ScanPriority kPriority = ScanPriority::kShare;
+  static constexpr ChainScan kChainScan = ChainScan::kKeep;
+  static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
+  static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
+                    kProducerRegisters <= 256,
+                "setmaxnreg: register counts are multiples of 8 in [24, 256], and all of them 512 per lane");
+  //! Operand stages a ticket fills: one per producer warpgroup (its 64 tokens of x, gx and ga).
+  static constexpr int kPanels = kWarpgroups;
+  static constexpr int kStages = kWarpgroups;
+  //! Producer threads that read one stage (and arrive on its stage_empty barrier): one warpgroup.
+  static constexpr int kStageConsumers = 128;
+  static constexpr int kVec = ElementTraits<Element_>::kVecSize;
+  static constexpr int kCheckpointChunk = kDefaultTimeChunk;
+  static constexpr int kTimeChunk = kCheckpointChunk;
+  static constexpr int kTicketSlots = 4;
+  //! The host checks: the sequential gate-logits configuration's, with W a multiple of the 64-channel ticket.
+  using Checked = ForwardConfig<Element_, 0, kWidthTile, kDefaultTimeChunk, 256, ResetPolicy_, GateMode::kGateLogits, 4>;
+
+  static_assert(std::is_same<Element_, __nv_bfloat16>::value || std::is_same<Element_, __half>::value,
+                "PersistentGateLogitsForwardConfig: Element must be __nv_bfloat16 or __half");
+
+  static constexpr int kGatePairStride = 4 * kWidthTile + 4;
+
+  // ---- shared memory (bytes from a 1024-byte aligned base) -----------------------------------------------------
+  //! One [64 tokens][64 channels] 16-bit tile, 128-byte swizzled.
+  static constexpr std::size_t kXPanelBytes = static_cast<std::size_t>(kTileTokens) * 64 * sizeof(Element_);
+  //! One stage: the warpgroup's x, gx and ga tiles, kXPanelBytes apart.
+  static constexpr std::size_t kStageXOffset = 0;
+  static constexpr std::size_t kStageGxOffset = kXPanelBytes;
+  static constexpr std::size_t kStageGaOffset = 2 * kXPanelBytes;
+  static constexpr std::size_t kStageBytes = 3 * kXPanelBytes;
+  //! The gate tile, the constants (the bias slots stay unused), the ticket slots and the barriers: the fused layout.
+  using Layout = PersistentTileLayout<kStages * kStageBytes, kChunk, kGatePairStride, kTicketSlots, kStages>;
+  static constexpr std::size_t kGateBytes = Layout::kGateBytes;
+  static constexpr std::size_t kSharedBytes = Layout::kSharedBytes;
+  static_assert(kStageBytes % 1024 == 0, "the swizzled tiles must stay 1024-byte aligned");
+  static_assert(kSharedBytes <= 227u * 1024u,
+                "PersistentGateLogitsForwardConfig: shared memory exceeds 227 KB per CTA");
+
+  static const char* mode_name() { return "gate_logits"; }
+};
+
+}  // namespace rglru
+}  // namespace hawk
