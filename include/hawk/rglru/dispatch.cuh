@@ -359,7 +359,7 @@ bool runs_wgmma_chunked(const ForwardArguments& args, std::size_t workspace_byte
 //!   or more of the device idle (sequential_waves_underfilled): there it won (1.14x to 1.50x at (1, 2048, 2048, 16),
 //!   (2, 4096, 2560, 10), (4, 8192, 2560, 10), (1, 8192, 2560, 10), (1, 65536, 2560, 10)); on full waves it lost
 //!   (0.78x to 0.85x at (4, 2048, 2048, 16), (16, 1024, 1024, 16), (8, 4096, 2048, 16); H200, bf16, 2026-12-02,
-//!   bench/results/2026-12-02-h200-*/sweep-gate-logits.txt).
+//!   bench/results/2026-12-02-h200-dc6fbe6/sweep-gate-logits.txt).
 //! The choice never changes a bit (tests/gpu/rglru/forward_wgmma_chunked_test.cu).
 template <class Config>
 bool runs_wgmma_persistent(const ForwardArguments& args, std::size_t workspace_bytes) {
