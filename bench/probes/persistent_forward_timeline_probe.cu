@@ -56,8 +56,9 @@ double quantile(std::vector<double> v, double q) {
 }
 
 //! Gate-logits mode (PersistentGateLogitsForwardConfig): "products" is the producers' read of their logits.
+template <int ProducerRegisters = 144>
 using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<
-    hawk::rglru::PersistentGateLogitsForwardConfig<Element, hawk::rglru::ResetAtSequenceStart>>;
+    hawk::rglru::PersistentGateLogitsForwardConfig<Element, hawk::rglru::ResetAtSequenceStart, ProducerRegisters>>;
 
 template <class Persistent>
 std::string probe_op(const char* name, const Shape& s, GateMode mode) {
@@ -176,10 +177,15 @@ int main(int argc, char** argv) {
   rows.push_back(probe<64>("(16,1024,1024,16)", Shape{16, 1024, 1024, 16, 0}));
   rows.push_back(probe<256>("(1,8192,2560,10)", Shape{1, 8192, 2560, 10, 0}));
   rows.push_back(probe<256>("(1,65536,2560,10)", Shape{1, 65536, 2560, 10, 0}));
-  rows.push_back(probe_op<GateLogitsOp>("(4,2048,2048,16) gate-logits", Shape{4, 2048, 2048, 16, 0}, GateMode::kGateLogits));
-  rows.push_back(probe_op<GateLogitsOp>("(1,8192,2560,10) gate-logits", Shape{1, 8192, 2560, 10, 0}, GateMode::kGateLogits));
+  rows.push_back(probe_op<GateLogitsOp<>>("(4,2048,2048,16) gate-logits", Shape{4, 2048, 2048, 16, 0}, GateMode::kGateLogits));
+  rows.push_back(probe_op<GateLogitsOp<>>("(1,8192,2560,10) gate-logits", Shape{1, 8192, 2560, 10, 0}, GateMode::kGateLogits));
   rows.push_back(
-      probe_op<GateLogitsOp>("(1,65536,2560,10) gate-logits", Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
+      probe_op<GateLogitsOp<>>("(1,65536,2560,10) gate-logits", Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
+  // The chain warps with 152 registers (producers 120): ptxas gives each token pair's h registers of its own.
+  rows.push_back(probe_op<GateLogitsOp<120>>("(1,65536,2560,10) gate-logits, chain 152 registers",
+                                             Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
+  rows.push_back(probe_op<GateLogitsOp<120>>("(4,2048,2048,16) gate-logits, chain 152 registers",
+                                             Shape{4, 2048, 2048, 16, 0}, GateMode::kGateLogits));
   // The scan with the producers idle (ScanPriority::kQuiet), now in SM cycles: at e9883ae it took 1.79 us, about
   // 16 cycles a token, where chain_scan_probe's same scan alone on an SM takes 9.8 (bench/results/
   // 2026-12-01-h200-73c2720/). Then the two-pass chains (ChainScan): the carry published after a first pass that

@@ -34,9 +34,11 @@ namespace rglru {
 
 //! \tparam Element     __nv_bfloat16 or __half.
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
-//! \tparam ProducerRegisters registers per producer thread after setmaxnreg (as WgmmaPersistentForwardConfig's).
+//! \tparam ProducerRegisters registers per producer thread after setmaxnreg (as WgmmaPersistentForwardConfig's; the
+//!                     chain warps get 512 - 3 x this).
+//! \tparam Scan        how the chain runs a ticket's recurrence (modes.hpp's ChainScan); kKeep shipped. Same bits.
 //! W must be a multiple of 64 (Checked's WidthTile); any H.
-template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 144>
+template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 144, ChainScan Scan_ = ChainScan::kKeep>
 struct PersistentGateLogitsForwardConfig {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
@@ -53,7 +55,7 @@ struct PersistentGateLogitsForwardConfig {
   static constexpr int kEntryRegisters = 65536 / kThreads;
   static constexpr int kProducerRegisters = ProducerRegisters_;
   static constexpr ScanPriority kPriority = ScanPriority::kShare;
-  static constexpr ChainScan kChainScan = ChainScan::kKeep;
+  static constexpr ChainScan kChainScan = Scan_;
   static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
   static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
                     kProducerRegisters <= 256,

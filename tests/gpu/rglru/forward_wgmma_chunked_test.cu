@@ -293,16 +293,17 @@ namespace {
 
 constexpr auto kLogits = rglru_test::GateMode::kGateLogits;
 
-template <class E, class Policy>
-using GateLogitsPersistent =
-    hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<E, Policy>>;
+template <class E, class Policy, int ProducerRegisters = 144, hawk::rglru::ChainScan Scan = hawk::rglru::ChainScan::kKeep>
+using GateLogitsPersistent = hawk::rglru::WgmmaPersistentForward<
+    hawk::rglru::PersistentGateLogitsForwardConfig<E, Policy, ProducerRegisters, Scan>>;
 template <class E, class Policy>
 using GateLogitsSequential = hawk::rglru::Forward<typename hawk::rglru::DefaultGateLogitsConfig<E, Policy>::type>;
 
 //! The persistent kernel in gate-logits mode against the sequential gate-logits forward (what forward() ran
 //! before), bitwise, `runs` times (the decay output on and off alternately); then on x changed in one element
-//! (negative control). W = 320: five 64-channel tickets per chunk, any H.
-template <class E, class Policy>
+//! (negative control). W = 320: five 64-channel tickets per chunk, any H. Op: the shipped configuration's operator
+//! unless given (the sweep's register splits and two-pass chain).
+template <class E, class Policy, class Op = GateLogitsPersistent<E, Policy>>
 void check_gate_logits(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0, int runs = 1) {
   INFO("policy=" << Policy::kName << " packed=" << packed << " h0=" << with_h0);
   const Problem p = rglru_test::make_problem<E>(320, 5, lengths, packed, kLogits, Policy::kMode, with_h0);
@@ -311,14 +312,13 @@ void check_gate_logits(const std::vector<std::int64_t>& lengths, bool packed, bo
   for (int run = 0; run < runs; ++run) {
     INFO("run " << run);
     const ForwardOutputs chunked =
-        rglru_test::run_forward_outputs<E, GateLogitsPersistent<E, Policy>>(p, run % 2 == 0);
+        rglru_test::run_forward_outputs<E, Op>(p, run % 2 == 0);
     CHECK(chunked.y == sequential[run % 2].y);
     CHECK(chunked.h_final == sequential[run % 2].h_final);
     CHECK(chunked.decay == sequential[run % 2].decay);
     CHECK(chunked.checkpoints == sequential[run % 2].checkpoints);
   }
-  CHECK_FALSE(rglru_test::run_forward_outputs<E, GateLogitsPersistent<E, Policy>>(rglru_test::with_one_x_changed(p)) ==
-              sequential[0]);
+  CHECK_FALSE(rglru_test::run_forward_outputs<E, Op>(rglru_test::with_one_x_changed(p)) == sequential[0]);
 }
 
 }  // namespace
@@ -338,6 +338,17 @@ TEST_CASE("the persistent Hopper chunked forward in gate-logits mode gives the s
     const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
     check_gate_logits<Bf16, ResetFlags>({length, 0, length * 7777 / 20000, 13, length}, true, true, 4);
     check_gate_logits<__half, NoReset>({length, length}, false, true, 2);
+  }
+  SECTION("the sweep's experiments: more registers for the chain (producers 128 and 120), the carry published first") {
+    using hawk::rglru::ChainScan;
+    const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
+    check_gate_logits<Bf16, ResetFlags, GateLogitsPersistent<Bf16, ResetFlags, 128>>(kPackedLengths, true, true);
+    check_gate_logits<Bf16, ResetFlags, GateLogitsPersistent<Bf16, ResetFlags, 120>>(kPackedLengths, true, true);
+    check_gate_logits<Bf16, ResetFlags, GateLogitsPersistent<Bf16, ResetFlags, 144, ChainScan::kCarryFirst>>(
+        kPackedLengths, true, true);
+    check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 120>>({length, 13, length}, true, true, 2);
+    check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 144, ChainScan::kCarryFirst>>(
+        {length, 13, length}, true, true, 2);
   }
 }
 
