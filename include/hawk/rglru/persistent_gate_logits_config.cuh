@@ -34,11 +34,14 @@ namespace rglru {
 
 //! \tparam Element     __nv_bfloat16 or __half.
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
-//! \tparam ProducerRegisters registers per producer thread after setmaxnreg (as WgmmaPersistentForwardConfig's; the
-//!                     chain warps get 512 - 3 x this).
+//! \tparam ProducerRegisters registers per producer thread after setmaxnreg; the chain warps get 512 - 3 x this. 120
+//!                     shipped (chain 152): with the fused kernel's 144 (chain 80) ptxas keeps every token pair's h
+//!                     in the same two registers, so each step of the scan waits for the previous store to read
+//!                     them; with 152 it gives them registers of their own (1.10x at (1, 8192, 2560, 10), 1.17x at
+//!                     (1, 65536, 2560, 10), within 1% elsewhere: bench/results/2026-12-02-h200-cf8b33f/).
 //! \tparam Scan        how the chain runs a ticket's recurrence (modes.hpp's ChainScan); kKeep shipped. Same bits.
 //! W must be a multiple of 64 (Checked's WidthTile); any H.
-template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 144, ChainScan Scan_ = ChainScan::kKeep>
+template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 120, ChainScan Scan_ = ChainScan::kKeep>
 struct PersistentGateLogitsForwardConfig {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
