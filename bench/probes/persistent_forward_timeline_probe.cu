@@ -45,9 +45,10 @@ using namespace rglru_bench;
 using hawk::rglru::ChainScan;
 using hawk::rglru::ScanPriority;
 
-template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainScan Scan = ChainScan::kKeep>
+template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainScan Scan = ChainScan::kKeep,
+          int ScanBuffers = 3>
 using Op = hawk::rglru::WgmmaPersistentForward<hawk::rglru::WgmmaPersistentForwardConfig<
-    Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, Priority, Scan>>;
+    Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, Priority, Scan, ScanBuffers>>;
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
@@ -56,9 +57,9 @@ double quantile(std::vector<double> v, double q) {
 }
 
 //! Gate-logits mode (PersistentGateLogitsForwardConfig): "products" is the producers' read of their logits.
-template <int ProducerRegisters = 120>
-using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<
-    hawk::rglru::PersistentGateLogitsForwardConfig<Element, hawk::rglru::ResetAtSequenceStart, ProducerRegisters>>;
+template <int ProducerRegisters = 120, int ScanBuffers = 3>
+using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<
+    Element, hawk::rglru::ResetAtSequenceStart, ProducerRegisters, ChainScan::kKeep, ScanBuffers>>;
 
 template <class Persistent>
 std::string probe_op(const char* name, const Shape& s, GateMode mode) {
@@ -187,6 +188,11 @@ int main(int argc, char** argv) {
                                              Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
   rows.push_back(probe_op<GateLogitsOp<144>>("(4,2048,2048,16) gate-logits, chain 80 registers",
                                              Shape{4, 2048, 2048, 16, 0}, GateMode::kGateLogits));
+  // Two scan buffers (loads one batch ahead; h in registers of its own at 80 registers too).
+  rows.push_back(probe_op<GateLogitsOp<120, 2>>("(1,65536,2560,10) gate-logits, two scan buffers",
+                                                Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
+  rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kKeep, 2>>(
+      "(1,65536,2560,10) two scan buffers", Shape{1, 65536, 2560, 10, 0}, GateMode::kFused));
   // The scan with the producers idle (ScanPriority::kQuiet), now in SM cycles: at e9883ae it took 1.79 us, about
   // 16 cycles a token, where chain_scan_probe's same scan alone on an SM takes 9.8 (bench/results/
   // 2026-12-01-h200-73c2720/). Then the two-pass chains (ChainScan): the carry published after a first pass that

@@ -77,8 +77,10 @@ struct PersistentTileLayout {
 //! \tparam Priority    how the producers share the SM with the chain's scan (ScanPriority below); kShare shipped,
 //!                     the others are experiments for the sweep and the timeline probe. Same bits either way.
 //! \tparam Scan        how the chain runs a ticket's recurrence (ChainScan above); kKeep shipped. Same bits.
+//! \tparam ScanBuffers the chain's register buffers of gate batches (block/chunk_scan.cuh's TokenPairGateTile): 3
+//!                     shipped, 2 an experiment. Same bits.
 template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144,
-          ScanPriority Priority_ = ScanPriority::kShare, ChainScan Scan_ = ChainScan::kKeep>
+          ScanPriority Priority_ = ScanPriority::kShare, ChainScan Scan_ = ChainScan::kKeep, int ScanBuffers_ = 3>
 struct WgmmaPersistentForwardConfig {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
@@ -102,6 +104,7 @@ struct WgmmaPersistentForwardConfig {
   static constexpr int kProducerRegisters = ProducerRegisters_;
   static constexpr ScanPriority kPriority = Priority_;
   static constexpr ChainScan kChainScan = Scan_;
+  static constexpr int kScanBuffers = ScanBuffers_;
   static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
   static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
                     kProducerRegisters <= 256,

@@ -45,10 +45,11 @@ struct OperatorOf {
   using type = hawk::rglru::WgmmaChunkedForward<Config>;
 };
 template <class E, int BlockWidth, class Policy, int ProducerRegisters, hawk::rglru::ScanPriority Priority,
-          hawk::rglru::ChainScan Scan>
-struct OperatorOf<hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority, Scan>> {
+          hawk::rglru::ChainScan Scan, int ScanBuffers>
+struct OperatorOf<
+    hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority, Scan, ScanBuffers>> {
   using type = hawk::rglru::WgmmaPersistentForward<
-      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority, Scan>>;
+      hawk::rglru::WgmmaPersistentForwardConfig<E, BlockWidth, Policy, ProducerRegisters, Priority, Scan, ScanBuffers>>;
 };
 
 template <class E, class Config>
@@ -277,6 +278,20 @@ void check_two_pass_chain(std::int64_t length) {
   check_long_chains<TwoPassConfig<Bf16, 128, NoReset, kScan>>(2, length);
 }
 
+TEST_CASE("the persistent kernel's chain with two scan buffers (loads one batch ahead) keeps the bits",
+          "[rglru][forward][chunked][wgmma][persistent]") {
+  if (!on_sm90()) return;
+  using hawk::rglru::ChainScan;
+  using hawk::rglru::ScanPriority;
+  const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
+  using W256 = hawk::rglru::WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, ScanPriority::kShare,
+                                                         ChainScan::kKeep, 2>;
+  using W128 = hawk::rglru::WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kShare,
+                                                         ChainScan::kKeep, 2>;
+  check_against_sequential<Bf16, ResetFlags, 256, W256>(kPackedLengths, true, true);
+  check_long_chains<W128>(2, length);
+}
+
 TEST_CASE("the persistent kernel's two-pass chains (the carry published before h is kept, or y stored by the chain) "
           "keep the bits",
           "[rglru][forward][chunked][wgmma][persistent]") {
@@ -349,6 +364,13 @@ TEST_CASE("the persistent Hopper chunked forward in gate-logits mode gives the s
     check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 144>>({length, 13, length}, true, true, 2);
     check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 120, ChainScan::kCarryFirst>>(
         {length, 13, length}, true, true, 2);
+  }
+  SECTION("two scan buffers (loads one batch ahead)") {
+    const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
+    using Op = hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<
+        Bf16, ResetFlags, 120, hawk::rglru::ChainScan::kKeep, 2>>;
+    check_gate_logits<Bf16, ResetFlags, Op>(kPackedLengths, true, true);
+    check_gate_logits<Bf16, ResetFlags, Op>({length, 13, length}, true, true, 2);
   }
 }
 

@@ -75,8 +75,12 @@ template <class Config>
 struct TokenPairGateTile {
   //! Tokens a scan batch loads (4 quads): the chain warps share their registers with the producers (setmaxnreg).
   static constexpr int kBatch = kChunkScanBatch / 2;
-  //! Batches in flight: the loads of a batch are issued two batches ahead of its steps.
-  static constexpr int kBuffers = 3;
+  //! Batches in flight (Config::kScanBuffers): the loads of a batch are issued kBuffers - 1 batches ahead of its
+  //! steps. 3 shipped; with 2 the loop needs 16 registers fewer, and at the fused kernel's 80 ptxas then gives the
+  //! token pairs' h registers of their own instead of waiting for each store to read the last pair's (an
+  //! experiment: docs/PERFORMANCE_NOTES.md).
+  static constexpr int kBuffers = Config::kScanBuffers;
+  static_assert(kBuffers == 2 || kBuffers == 3, "TokenPairGateTile: two or three scan buffers");
   static constexpr int kPairStride = Config::kGatePairStride;  //!< floats between consecutive pairs' quads
   static constexpr int kFloats = kPairStride * (Config::kChunk / 2);
   //! Float offset of channel c's quad in token pair p.
