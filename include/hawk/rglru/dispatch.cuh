@@ -242,19 +242,30 @@ inline bool chunking_may_pay(const ForwardArguments& args) {
   return args.mode == GateMode::kFused && sequences_span_chunks(args);
 }
 
-//! Whether a chunked kernel may run `args` in some build: chunking_may_pay, or gate-logits mode where the
-//! persistent Hopper kernel is built (it runs gate-logits mode too; DefaultWgmmaPersistentConfig).
+//! Whether the persistent Hopper kernel's gate-logits configuration could take `args` (DefaultWgmmaPersistentConfig;
+//! the wave rule and the device aside): a build that has it, 16-bit elements, W a multiple of its 64-channel
+//! tickets, sequences longer than a chunk on average. Arithmetic only, so that the calls it refuses (and every
+//! fp32 or W % 64 != 0 call) build no Status.
+inline bool persistent_gate_logits_may_run(const ForwardArguments& args) {
+  return kWgmmaChunkedForwardBuilt && args.mode == GateMode::kGateLogits && size_of(args.dtype) == 2 &&
+         args.shape.width % 64 == 0 && sequences_span_chunks(args);
+}
+
+//! Whether a chained kernel may run `args`, so that forward_workspace_size holds the carries: chunking_may_pay
+//! (fused mode) or persistent_gate_logits_may_run. (kWgmmaChunkedForwardBuilt follows the translation unit's
+//! HAWK_BUILD_SM90A: build every unit that calls forward_workspace_size and forward() alike.)
 inline bool chained_carries_may_run(const ForwardArguments& args) {
-  return chunking_may_pay(args) || (kWgmmaChunkedForwardBuilt && sequences_span_chunks(args));
+  return chunking_may_pay(args) || persistent_gate_logits_may_run(args);
 }
 
 }  // namespace detail
 
 //! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (operators/index_checks.cuh),
-//! or 0; plus, when the chunked forward may run (fused mode, sequences longer than kDefaultChunk tokens on average), the
-//! chain's carries after them (12 bytes per channel and chunk: block/chained_carry.cuh), which is what
-//! `ChunkedForward<DefaultChunkedConfig<Config>::type>::workspace_size` asks. A smaller workspace runs the
-//! sequential forward (the same bits).
+//! or 0; plus, when a chained kernel may run (detail::chained_carries_may_run: fused mode, or 16-bit gate-logits mode
+//! with W a multiple of 64 in an sm_90a build; sequences longer than kDefaultChunk tokens on average), the chain's
+//! carries after them (12 bytes per channel and chunk of kDefaultChunk: block/chained_carry.cuh), what the chunked
+//! forward asks and more than the Hopper kernels' longer chunks need. A smaller workspace runs the sequential forward
+//! (the same bits).
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
@@ -369,9 +380,10 @@ bool runs_wgmma_persistent(const ForwardArguments& args, std::size_t workspace_b
     (void)workspace_bytes;
     return false;
   } else {
-    if (!sequences_span_chunks(args)) return false;
-    if constexpr (!Config::kFused) {
-      if (!sequential_waves_underfilled<Config>(args.shape)) return false;
+    if constexpr (Config::kFused) {
+      if (!sequences_span_chunks(args)) return false;
+    } else {
+      if (!persistent_gate_logits_may_run(args) || !sequential_waves_underfilled<Config>(args.shape)) return false;
     }
     return hopper_operator_fits<WgmmaPersistentForward<typename Wgmma::type>>(args, workspace_bytes);
   }

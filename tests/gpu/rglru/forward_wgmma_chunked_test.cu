@@ -341,7 +341,11 @@ void check_gate_logits(const std::vector<std::int64_t>& lengths, bool packed, bo
 TEST_CASE("the persistent Hopper chunked forward in gate-logits mode gives the sequential gate-logits forward's bits",
           "[rglru][forward][chunked][wgmma][persistent][gate_logits]") {
   if (!on_sm90()) return;
-  SECTION("bf16, reset flags, h0, packed") { check_gate_logits<Bf16, ResetFlags>(kPackedLengths, true, true); }
+  SECTION("bf16 and fp16, reset flags, h0, packed") {
+    check_gate_logits<Bf16, ResetFlags>(kPackedLengths, true, true, 2);
+    check_gate_logits<__half, ResetFlags>(kPackedLengths, true, true, 2);
+  }
+  SECTION("reset at sequence start drops h0") { check_gate_logits<Bf16, ResetAtSequenceStart>({300, 193}, true, true); }
   SECTION("bf16 no reset and fp16 reset at sequence start, dense L = 1, 2, 257, 700") {
     for (std::int64_t L : {1, 2, 257, 700}) {
       check_gate_logits<Bf16, NoReset>({L, L, L}, false, true);

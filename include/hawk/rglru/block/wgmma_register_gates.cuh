@@ -9,7 +9,8 @@
 //!
 //! Bits: the one-shot kernel's (block/wgmma_chunk_gates.cuh), hence the sequential forward's. Each of gx and ga is
 //! a k-ascending sum of k16 products from a zero accumulator (m64n128k16 computes every column as m64n64k16 does:
-//! tests/gpu/core/wgmma_test.cu), then one fp32 bias add; x, the reset rule and the coefficient are the same.
+//! tests/gpu/core/wgmma_test.cu), then one fp32 bias add (fused mode only); x, the reset rule and the coefficient are the
+//! same.
 
 #include <cstdint>
 

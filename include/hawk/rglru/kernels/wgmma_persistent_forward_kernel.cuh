@@ -14,9 +14,10 @@
 //! (block/wgmma_register_gates.cuh's read_gate_logits): the sequential gate-logits forward's bits.
 //!
 //! Hand-offs, all shared-memory barriers (block/operand_ring.cuh): ticket_full / ticket_empty per ticket slot,
-//! stage_full (copy bytes) / stage_empty (384 producer arrivals) per stage, gates_full (384 producer arrivals:
-//! ticket k's gates are in the tile, or ticket k names no chunk) and gates_free (64 chain arrivals); the
-//! producers' named barrier between their y loads and their gate stores.
+//! stage_full (copy bytes) / stage_empty (Config::kStageConsumers arrivals: the 384 producers in fused mode, the
+//! stage's warpgroup in gate-logits mode) per stage, gates_full (384 producer arrivals: ticket k's gates are in the
+//! tile, or ticket k names no chunk) and gates_free (64 chain arrivals); the producers' named barrier between their
+//! y loads and their gate stores.
 //!
 //! Progress: the chain takes its tickets in the order the copy warp took them, and every ticket's predecessor
 //! chunk has a smaller ticket; the smallest unfinished ticket's predecessor has published, and its producers wait
@@ -56,7 +57,8 @@ namespace detail {
 //! The producers' loop, producer threads [0, kProducerThreads): per ticket, its panels from the ring into the
 //! accumulators (warpgroup g: tokens [64g, 64g + 64)), its gates in registers, then (once the chain gave the tile
 //! back) into the gate tile, after storing the previous ticket's y from the h the chain left there. The warpgroups
-//! meet only there (a named barrier); the ring's and the tile's barriers count every producer.
+//! meet only there (a named barrier); the tile's barriers count every producer, the ring's every producer that reads
+//! the stage.
 template <class Config>
 __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<typename Config::Element>& p,
                                                      const PersistentTiles<Config>& tiles, int thread) {
