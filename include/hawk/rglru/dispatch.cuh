@@ -230,14 +230,16 @@ Status visit_default_backward_config(const BackwardArguments& args, Visit&& visi
 
 namespace detail {
 
-//! Whether forward() may run the chunked forward for these arguments: fused mode (in gate-logits mode the
-//! chunked kernel was slower at every measured shape: 0.65x to 0.90x of the sequential one, H200, 2026-11-30,
-//! bench/results/2026-11-30-h200-0de1a9d/sweep.json) and sequences longer than one chunk on average (shorter
-//! ones are one chunk each: the chain has nothing to overlap).
+//! Whether the sequences are longer than one chunk (kDefaultChunk tokens) on average: shorter ones are one chunk
+//! each, and a chained kernel's chain has nothing to overlap.
 inline bool sequences_span_chunks(const ForwardArguments& args) {
   const ProblemShape& s = args.shape;
   return s.num_sequences > 0 && s.num_tokens / s.num_sequences > kDefaultChunk;
 }
+
+//! Whether forward() may run the chunked forward for these arguments: fused mode (in gate-logits mode the
+//! chunked kernel was slower at every measured shape: 0.65x to 0.90x of the sequential one, H200, 2026-11-30,
+//! bench/results/2026-11-30-h200-0de1a9d/sweep.json) and sequences_span_chunks.
 inline bool chunking_may_pay(const ForwardArguments& args) {
   return args.mode == GateMode::kFused && sequences_span_chunks(args);
 }

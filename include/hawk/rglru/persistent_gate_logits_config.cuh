@@ -45,44 +45,28 @@ namespace rglru {
 //! W must be a multiple of 64 (Checked's WidthTile); any H.
 template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 120, ChainScan Scan_ = ChainScan::kKeep,
           int ScanBuffers_ = 3>
-struct PersistentGateLogitsForwardConfig {
+struct PersistentGateLogitsForwardConfig : PersistentCtaShape {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
   static constexpr GateMode kMode = GateMode::kGateLogits;
   static constexpr bool kFused = false;
   static constexpr int kBlockWidth = 0;  //!< any H
-  static constexpr int kWarpgroups = 3;
-  static constexpr int kTileTokens = 64;
-  static constexpr int kChunk = kWarpgroups * kTileTokens;
-  static constexpr int kWidthTile = 64;
-  static constexpr int kProducerThreads = 128 * kWarpgroups;
-  static constexpr int kChainThreads = kWidthTile;
-  static constexpr int kThreads = kProducerThreads + 128;
-  static constexpr int kEntryRegisters = 65536 / kThreads;
-  static constexpr int kProducerRegisters = ProducerRegisters_;
+  static constexpr int kProducerRegisters = PersistentRegisterSplit<ProducerRegisters_>::kProducer;
+  static constexpr int kChainRegisters = PersistentRegisterSplit<ProducerRegisters_>::kChain;
   static constexpr ScanPriority kPriority = ScanPriority::kShare;
   static constexpr ChainScan kChainScan = Scan_;
   static constexpr int kScanBuffers = ScanBuffers_;
-  static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
-  static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
-                    kProducerRegisters <= 256,
-                "setmaxnreg: register counts are multiples of 8 in [24, 256], and all of them 512 per lane");
   //! Operand stages a ticket fills: one per producer warpgroup (its 64 tokens of x, gx and ga).
   static constexpr int kPanels = kWarpgroups;
   static constexpr int kStages = kWarpgroups;
   //! Producer threads that read one stage (and arrive on its stage_empty barrier): one warpgroup.
   static constexpr int kStageConsumers = 128;
   static constexpr int kVec = ElementTraits<Element_>::kVecSize;
-  static constexpr int kCheckpointChunk = kDefaultTimeChunk;
-  static constexpr int kTimeChunk = kCheckpointChunk;
-  static constexpr int kTicketSlots = 4;
   //! The host checks: the sequential gate-logits configuration's, with W a multiple of the 64-channel ticket.
   using Checked = ForwardConfig<Element_, 0, kWidthTile, kDefaultTimeChunk, 256, ResetPolicy_, GateMode::kGateLogits, 4>;
 
   static_assert(std::is_same<Element_, __nv_bfloat16>::value || std::is_same<Element_, __half>::value,
                 "PersistentGateLogitsForwardConfig: Element must be __nv_bfloat16 or __half");
-
-  static constexpr int kGatePairStride = 4 * kWidthTile + 4;
 
   // ---- shared memory (bytes from a 1024-byte aligned base) -----------------------------------------------------
   //! One [64 tokens][64 channels] 16-bit tile, 128-byte swizzled.

@@ -68,6 +68,39 @@ struct PersistentTileLayout {
   static constexpr std::size_t kSharedBytes = kScanningOffset + 8 + 1024;  //!< with the alignment slack
 };
 
+//! The CTA of the persistent kernel, whatever its mode (WgmmaPersistentForwardConfig, PersistentGateLogitsForwardConfig
+//! derive from it): three producer warpgroups of 64 tokens each and one chain warpgroup, 512 threads, so that a
+//! producer may hold a ticket's 64 accumulators (or logits), its x and its gate math at once (at 576 threads ptxas
+//! grants 96 registers and spills; setmaxnreg moves the chain warpgroup's spare registers to the producers:
+//! PersistentRegisterSplit); tickets of 192 tokens by 64 channels.
+struct PersistentCtaShape {
+  static constexpr int kWarpgroups = 3;
+  static constexpr int kTileTokens = 64;
+  static constexpr int kChunk = kWarpgroups * kTileTokens;
+  static constexpr int kWidthTile = 64;
+  static constexpr int kProducerThreads = 128 * kWarpgroups;
+  static constexpr int kChainThreads = kWidthTile;  //!< warps 0-1 of the last warpgroup; warp 2 copies, warp 3 leaves
+  static constexpr int kThreads = kProducerThreads + 128;
+  static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
+  static constexpr int kCheckpointChunk = kDefaultTimeChunk;
+  static constexpr int kTimeChunk = kCheckpointChunk;
+  //! Tickets the CTA holds at once: the chain's, the producers' and those the copy warp ran ahead to.
+  static constexpr int kTicketSlots = 4;
+  //! fp32 gate tile: token pairs of 64 quads (a_bar, a_bar, u, u) of two consecutive tokens, h kept over u, and 4
+  //! floats of padding (block/chunk_scan.cuh's TokenPairGateTile, which reads its layout from here).
+  static constexpr int kGatePairStride = 4 * kWidthTile + 4;
+};
+
+//! Registers per thread after setmaxnreg: `Producer` for each producer thread, the rest of each SM sub-partition's
+//! 512 per lane (3 producer warps and 1 chain warp share them) for the chain and copy warpgroup.
+template <int Producer>
+struct PersistentRegisterSplit {
+  static constexpr int kProducer = Producer;
+  static constexpr int kChain = 512 - PersistentCtaShape::kWarpgroups * Producer;
+  static_assert(kProducer % 8 == 0 && kChain % 8 == 0 && kChain >= 24 && kProducer <= 256,
+                "setmaxnreg: register counts are multiples of 8 in [24, 256], and all of them 512 per lane");
+};
+
 //! \tparam Element     __nv_bfloat16 or __half.
 //! \tparam BlockWidth  w: 64, 128, 192 or 256 (w / 64 k panels per ticket).
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
@@ -81,43 +114,24 @@ struct PersistentTileLayout {
 //!                     shipped, 2 an experiment. Same bits.
 template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144,
           ScanPriority Priority_ = ScanPriority::kShare, ChainScan Scan_ = ChainScan::kKeep, int ScanBuffers_ = 3>
-struct WgmmaPersistentForwardConfig {
+struct WgmmaPersistentForwardConfig : PersistentCtaShape {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
   static constexpr GateMode kMode = GateMode::kFused;
   static constexpr bool kFused = true;
   static constexpr int kBlockWidth = BlockWidth_;
-  //! Three producer warpgroups of 64 tokens each and one chain warpgroup: 512 threads, so that a producer may
-  //! hold a ticket's 64 accumulators, its x and its gate math at once (at 576 threads ptxas grants 96 registers
-  //! and spills; here setmaxnreg moves the chain warpgroup's spare registers to the producers).
-  static constexpr int kWarpgroups = 3;
-  static constexpr int kTileTokens = 64;
-  static constexpr int kChunk = kWarpgroups * kTileTokens;
-  static constexpr int kWidthTile = 64;
-  static constexpr int kProducerThreads = 128 * kWarpgroups;
-  static constexpr int kChainThreads = kWidthTile;  //!< warps 0-1 of the last warpgroup; warp 2 copies, warp 3 leaves
-  static constexpr int kThreads = kProducerThreads + 128;
-  //! Registers per thread after setmaxnreg (each SM sub-partition: 3 producer warps and 1 chain warp share
-  //! 512 per lane), the split with the fewest spills under nvcc 13.0: the producers hold 64 accumulators, 16 x
-  //! pairs and the gate math; the chain warps (three batches of 8 a_bar and u) and the copy warp need fewer.
-  static constexpr int kEntryRegisters = 65536 / kThreads;  //!< what __launch_bounds__(kThreads, 1) gives
-  static constexpr int kProducerRegisters = ProducerRegisters_;
+  //! The split with the fewest spills under nvcc 13.0: the producers hold 64 accumulators, 16 x pairs and the gate
+  //! math; the chain warps (three batches of 8 a_bar and u) and the copy warp need fewer.
+  static constexpr int kProducerRegisters = PersistentRegisterSplit<ProducerRegisters_>::kProducer;
+  static constexpr int kChainRegisters = PersistentRegisterSplit<ProducerRegisters_>::kChain;
   static constexpr ScanPriority kPriority = Priority_;
   static constexpr ChainScan kChainScan = Scan_;
   static constexpr int kScanBuffers = ScanBuffers_;
-  static constexpr int kChainRegisters = 512 - kWarpgroups * kProducerRegisters;
-  static_assert(kProducerRegisters % 8 == 0 && kChainRegisters % 8 == 0 && kChainRegisters >= 24 &&
-                    kProducerRegisters <= 256,
-                "setmaxnreg: register counts are multiples of 8 in [24, 256], and all of them 512 per lane");
   static constexpr int kPanels = BlockWidth_ / 64;
   static constexpr int kStages = 3;
   //! Producer threads that read one stage (and arrive on its stage_empty barrier): all of them, one k panel each.
   static constexpr int kStageConsumers = kProducerThreads;
   static constexpr int kVec = ElementTraits<Element_>::kVecSize;
-  static constexpr int kCheckpointChunk = kDefaultTimeChunk;
-  static constexpr int kTimeChunk = kCheckpointChunk;
-  //! Tickets the CTA holds at once: the chain's, the producers' and those the copy warp ran ahead to.
-  static constexpr int kTicketSlots = 4;
   //! The same host checks as the one-shot configuration of this element, block width and policy.
   using Checked = typename WgmmaChunkedForwardConfig<Element_, BlockWidth_, 64, ResetPolicy_>::Checked;
 
@@ -125,10 +139,6 @@ struct WgmmaPersistentForwardConfig {
                 "WgmmaPersistentForwardConfig: Element must be __nv_bfloat16 or __half");
   static_assert(BlockWidth_ % 64 == 0 && BlockWidth_ >= 64 && BlockWidth_ <= 256,
                 "WgmmaPersistentForwardConfig: BlockWidth must be 64, 128, 192 or 256");
-
-  //! fp32 gate tile: token pairs of 64 quads (a_bar, a_bar, u, u) of two consecutive tokens, h kept over u, and 4
-  //! floats of padding (block/chunk_scan.cuh's TokenPairGateTile, which reads its layout from here).
-  static constexpr int kGatePairStride = 4 * kWidthTile + 4;
 
   // ---- shared memory (bytes from a 1024-byte aligned base) -----------------------------------------------------
   static constexpr std::size_t kXPanelBytes = static_cast<std::size_t>(kTileTokens) * 64 * sizeof(Element_);
