@@ -46,7 +46,7 @@ using hawk::rglru::ChainScan;
 using hawk::rglru::ScanPriority;
 
 template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainScan Scan = ChainScan::kKeep,
-          int ScanBuffers = 3>
+          int ScanBuffers = 2>
 using Op = hawk::rglru::WgmmaPersistentForward<hawk::rglru::WgmmaPersistentForwardConfig<
     Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, Priority, Scan, ScanBuffers>>;
 
@@ -57,7 +57,7 @@ double quantile(std::vector<double> v, double q) {
 }
 
 //! Gate-logits mode (PersistentGateLogitsForwardConfig): "products" is the producers' read of their logits.
-template <int ProducerRegisters = 120, int ScanBuffers = 3>
+template <int ProducerRegisters = 120, int ScanBuffers = 2>
 using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<
     Element, hawk::rglru::ResetAtSequenceStart, ProducerRegisters, ChainScan::kKeep, ScanBuffers>>;
 
@@ -182,17 +182,17 @@ int main(int argc, char** argv) {
   rows.push_back(probe_op<GateLogitsOp<>>("(1,8192,2560,10) gate-logits", Shape{1, 8192, 2560, 10, 0}, GateMode::kGateLogits));
   rows.push_back(
       probe_op<GateLogitsOp<>>("(1,65536,2560,10) gate-logits", Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
-  // The chain warps with 80 registers (producers 144, as the fused kernel's): ptxas keeps every token pair's h in
-  // the same two registers, and each step waits for the previous store to read them.
+  // The chain warps with 80 registers (producers 144, as the fused kernel's): with three scan buffers ptxas kept
+  // every token pair's h in the same two registers, and each step waited for the previous store to read them.
   rows.push_back(probe_op<GateLogitsOp<144>>("(1,65536,2560,10) gate-logits, chain 80 registers",
                                              Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
   rows.push_back(probe_op<GateLogitsOp<144>>("(4,2048,2048,16) gate-logits, chain 80 registers",
                                              Shape{4, 2048, 2048, 16, 0}, GateMode::kGateLogits));
-  // Two scan buffers (loads one batch ahead; h in registers of its own at 80 registers too).
-  rows.push_back(probe_op<GateLogitsOp<120, 2>>("(1,65536,2560,10) gate-logits, two scan buffers",
+  // Three scan buffers (loads two batches ahead; shipped before a520f21).
+  rows.push_back(probe_op<GateLogitsOp<120, 3>>("(1,65536,2560,10) gate-logits, three scan buffers",
                                                 Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
-  rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kKeep, 2>>(
-      "(1,65536,2560,10) two scan buffers", Shape{1, 65536, 2560, 10, 0}, GateMode::kFused));
+  rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kKeep, 3>>(
+      "(1,65536,2560,10) three scan buffers", Shape{1, 65536, 2560, 10, 0}, GateMode::kFused));
   // The scan with the producers idle (ScanPriority::kQuiet), now in SM cycles: at e9883ae it took 1.79 us, about
   // 16 cycles a token, where chain_scan_probe's same scan alone on an SM takes 9.8 (bench/results/
   // 2026-12-01-h200-73c2720/). Then the two-pass chains (ChainScan): the carry published after a first pass that

@@ -40,11 +40,12 @@ namespace rglru {
 //!                     them; with 152 it gives them registers of their own (1.10x at (1, 8192, 2560, 10), 1.17x at
 //!                     (1, 65536, 2560, 10), within 1% elsewhere: bench/results/2026-12-02-h200-cf8b33f/).
 //! \tparam Scan        how the chain runs a ticket's recurrence (modes.hpp's ChainScan); kKeep shipped. Same bits.
-//! \tparam ScanBuffers the chain's register buffers of gate batches (TokenPairGateTile): 3 shipped, 2 an
-//!                     experiment. Same bits.
+//! \tparam ScanBuffers the chain's register buffers of gate batches (TokenPairGateTile): 2 shipped (1.04x over 3
+//!                     at (1, 8192, 2560, 10) and (1, 65536, 2560, 10), within 1% elsewhere:
+//!                     bench/results/2026-12-02-h200-a520f21/); 3 an experiment. Same bits.
 //! W must be a multiple of 64 (Checked's WidthTile); any H.
 template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 120, ChainScan Scan_ = ChainScan::kKeep,
-          int ScanBuffers_ = 3>
+          int ScanBuffers_ = 2>
 struct PersistentGateLogitsForwardConfig : PersistentCtaShape {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;

@@ -110,10 +110,11 @@ struct PersistentRegisterSplit {
 //! \tparam Priority    how the producers share the SM with the chain's scan (ScanPriority below); kShare shipped,
 //!                     the others are experiments for the sweep and the timeline probe. Same bits either way.
 //! \tparam Scan        how the chain runs a ticket's recurrence (ChainScan above); kKeep shipped. Same bits.
-//! \tparam ScanBuffers the chain's register buffers of gate batches (block/chunk_scan.cuh's TokenPairGateTile): 3
-//!                     shipped, 2 an experiment. Same bits.
+//! \tparam ScanBuffers the chain's register buffers of gate batches (block/chunk_scan.cuh's TokenPairGateTile): 2
+//!                     shipped (1.11x over 3 at (1, 8192, 2560, 10) and (1, 65536, 2560, 10), within 1% elsewhere:
+//!                     bench/results/2026-12-02-h200-a520f21/); 3 an experiment. Same bits.
 template <class Element_, int BlockWidth_, class ResetPolicy_, int ProducerRegisters_ = 144,
-          ScanPriority Priority_ = ScanPriority::kShare, ChainScan Scan_ = ChainScan::kKeep, int ScanBuffers_ = 3>
+          ScanPriority Priority_ = ScanPriority::kShare, ChainScan Scan_ = ChainScan::kKeep, int ScanBuffers_ = 2>
 struct WgmmaPersistentForwardConfig : PersistentCtaShape {
   using Element = Element_;
   using ResetPolicy = ResetPolicy_;
@@ -121,7 +122,7 @@ struct WgmmaPersistentForwardConfig : PersistentCtaShape {
   static constexpr bool kFused = true;
   static constexpr int kBlockWidth = BlockWidth_;
   //! The split with the fewest spills under nvcc 13.0: the producers hold 64 accumulators, 16 x pairs and the gate
-  //! math; the chain warps (three batches of 8 a_bar and u) and the copy warp need fewer.
+  //! math; the chain warps (two batches of 8 a_bar and u) and the copy warp need fewer.
   static constexpr int kProducerRegisters = PersistentRegisterSplit<ProducerRegisters_>::kProducer;
   static constexpr int kChainRegisters = PersistentRegisterSplit<ProducerRegisters_>::kChain;
   static constexpr ScanPriority kPriority = Priority_;

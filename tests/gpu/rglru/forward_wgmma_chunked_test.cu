@@ -278,16 +278,17 @@ void check_two_pass_chain(std::int64_t length) {
   check_long_chains<TwoPassConfig<Bf16, 128, NoReset, kScan>>(2, length);
 }
 
-TEST_CASE("the persistent kernel's chain with two scan buffers (loads one batch ahead) keeps the bits",
+TEST_CASE("the persistent kernel's chain with three scan buffers (loads two batches ahead; shipped before a520f21) "
+          "keeps the bits",
           "[rglru][forward][chunked][wgmma][persistent]") {
   if (!on_sm90()) return;
   using hawk::rglru::ChainScan;
   using hawk::rglru::ScanPriority;
   const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
   using W256 = hawk::rglru::WgmmaPersistentForwardConfig<Bf16, 256, ResetFlags, 144, ScanPriority::kShare,
-                                                         ChainScan::kKeep, 2>;
+                                                         ChainScan::kKeep, 3>;
   using W128 = hawk::rglru::WgmmaPersistentForwardConfig<Bf16, 128, NoReset, 144, ScanPriority::kShare,
-                                                         ChainScan::kKeep, 2>;
+                                                         ChainScan::kKeep, 3>;
   check_against_sequential<Bf16, ResetFlags, 256, W256>(kPackedLengths, true, true);
   check_long_chains<W128>(2, length);
 }
@@ -369,10 +370,10 @@ TEST_CASE("the persistent Hopper chunked forward in gate-logits mode gives the s
     check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 120, ChainScan::kCarryFirst>>(
         {length, 13, length}, true, true, 2);
   }
-  SECTION("two scan buffers (loads one batch ahead)") {
+  SECTION("three scan buffers (loads two batches ahead; shipped before a520f21)") {
     const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
     using Op = hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<
-        Bf16, ResetFlags, 120, hawk::rglru::ChainScan::kKeep, 2>>;
+        Bf16, ResetFlags, 120, hawk::rglru::ChainScan::kKeep, 3>>;
     check_gate_logits<Bf16, ResetFlags, Op>(kPackedLengths, true, true);
     check_gate_logits<Bf16, ResetFlags, Op>({length, 13, length}, true, true, 2);
   }

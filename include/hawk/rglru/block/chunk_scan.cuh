@@ -76,9 +76,9 @@ struct TokenPairGateTile {
   //! Tokens a scan batch loads (4 quads): the chain warps share their registers with the producers (setmaxnreg).
   static constexpr int kBatch = kChunkScanBatch / 2;
   //! Batches in flight (Config::kScanBuffers): the loads of a batch are issued kBuffers - 1 batches ahead of its
-  //! steps. 3 shipped; with 2 the loop needs 16 registers fewer, and at the fused kernel's 80 ptxas then gives the
-  //! token pairs' h registers of their own instead of waiting for each store to read the last pair's (an
-  //! experiment: docs/PERFORMANCE_NOTES.md).
+  //! steps. 2 shipped: the loop then needs 16 registers fewer than with 3, and at the fused kernel's 80 ptxas gives
+  //! the token pairs' h registers of their own instead of waiting for each store to read the last pair's
+  //! (docs/PERFORMANCE_NOTES.md); 3 is kept as an experiment.
   static constexpr int kBuffers = Config::kScanBuffers;
   static_assert(kBuffers == 2 || kBuffers == 3, "TokenPairGateTile: two or three scan buffers");
   static constexpr int kPairStride = Config::kGatePairStride;  //!< floats between consecutive pairs' quads
