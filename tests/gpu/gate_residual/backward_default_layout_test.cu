@@ -270,7 +270,10 @@ TEST_CASE("kArbitrary decided on the device: a CUDA graph re-decides on every re
     const std::vector<std::int64_t>& host_idx = uniform ? uniform_idx : shuffled_idx;
     INFO("replay " << replay << (uniform ? ": uniform idx" : ": shuffled idx"));
     auto fresh = gr_test::upload_index<I>(host_idx);
-    HAWK_TEST_CUDA(cudaMemcpy(raw(idx), raw(fresh), static_cast<std::size_t>(N) * sizeof(I), cudaMemcpyDeviceToDevice));
+    // In order on the replay's stream: a device-to-device cudaMemcpy returns before it lands and runs on the legacy
+    // stream, which the non-blocking stream does not wait for (the replay read the previous idx under GPU load).
+    HAWK_TEST_CUDA(cudaMemcpyAsync(raw(idx), raw(fresh), static_cast<std::size_t>(N) * sizeof(I),
+                                   cudaMemcpyDeviceToDevice, stream));
     hawk_test::poison(dy);
     hawk_test::poison(dgate);
     HAWK_TEST_CUDA(cudaGraphLaunch(exec, stream));

@@ -88,9 +88,15 @@ std::vector<unsigned char> bytes_of(const thrust::device_vector<T>& d) {
 }
 
 //! Fill with all-ones bytes: NaN in every float type, so an element the kernel forgot to write fails.
+//! Synchronous: cudaMemset of device memory returns before the bytes land and runs on the legacy default stream,
+//! which does not order work on a non-blocking stream; a test that poisons and then launches on such a stream
+//! would race the fill against the kernel (seen at 4a5835a under concurrent GPU load: a CUDA-graph replay read
+//! the poison's NaNs and the previous replay's index). Never call it while a stream of the thread is capturing.
 template <class T>
 void poison(thrust::device_vector<T>& d) {
-  if (!d.empty()) HAWK_TEST_CUDA(cudaMemset(thrust::raw_pointer_cast(d.data()), 0xFF, d.size() * sizeof(T)));
+  if (d.empty()) return;
+  HAWK_TEST_CUDA(cudaMemset(thrust::raw_pointer_cast(d.data()), 0xFF, d.size() * sizeof(T)));
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
 }
 
 template <class T>
