@@ -193,6 +193,12 @@ int main(int argc, char** argv) {
                                                 Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
   rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kKeep, 3>>(
       "(1,65536,2560,10) three scan buffers", Shape{1, 65536, 2560, 10, 0}, GateMode::kFused));
+  // The transfer-pair chain (not bitwise): the chunk's pair from a zero carry before the wait ("carry in hand" then
+  // follows it), one multiply-add to the publish, the second pass after.
+  rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kTransferPair>>(
+      "(1,65536,2560,10) transfer-pair chain", Shape{1, 65536, 2560, 10, 0}, GateMode::kFused));
+  rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kTransferPair>>(
+      "(1,8192,2560,10) transfer-pair chain", Shape{1, 8192, 2560, 10, 0}, GateMode::kFused));
   // The scan with the producers idle (ScanPriority::kQuiet), now in SM cycles: at e9883ae it took 1.79 us, about
   // 16 cycles a token, where chain_scan_probe's same scan alone on an SM takes 9.8 (bench/results/
   // 2026-12-01-h200-73c2720/). Then the two-pass chains (ChainScan): the carry published after a first pass that

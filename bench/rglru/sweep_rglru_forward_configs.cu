@@ -299,6 +299,13 @@ int main(int argc, char** argv) {
         rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<ThreeBuffers>,
                                    hawk::rglru::WgmmaPersistentForward<Persistent>>(
             name, shape, kFused, "wgmma persistent experiment against the shipped one: three scan buffers"));
+        // The transfer-pair chain (not bitwise: modes.hpp's ChainScan::kTransferPair): the hop's critical path is
+        // one multiply-add once the chunk's pair is known; against the shipped exact chain.
+        using TransferPair = hawk::rglru::WgmmaPersistentForwardConfig<Element, w, Policy, 144, ScanPriority::kShare,
+                                                                       ChainScan::kTransferPair>;
+        rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<TransferPair>,
+                                   hawk::rglru::WgmmaPersistentForward<Persistent>>(
+            name, shape, kFused, "wgmma persistent experiment against the shipped one: transfer-pair chain"));
       }
     };
     using W64 = std::integral_constant<int, 64>;
@@ -339,6 +346,8 @@ int main(int argc, char** argv) {
         hawk::rglru::PersistentGateLogitsForwardConfig<Element, Policy, 120, hawk::rglru::ChainScan::kCarryFirst>;
     using LogitsThreeBuffers =
         hawk::rglru::PersistentGateLogitsForwardConfig<Element, Policy, 120, hawk::rglru::ChainScan::kKeep, 3>;
+    using LogitsTransferPair =
+        hawk::rglru::PersistentGateLogitsForwardConfig<Element, Policy, 120, hawk::rglru::ChainScan::kTransferPair>;
     using LogitsShippedOp = hawk::rglru::WgmmaPersistentForward<LogitsPersistent>;
     for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(1,8192,2560,10)", prefill},
                                       std::pair<const char*, Shape>{"(2,4096,2560,10)", two_long},
@@ -353,6 +362,8 @@ int main(int argc, char** argv) {
           name, shape, kLogits, "gate-logits persistent experiment against it: carry first"));
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<LogitsThreeBuffers>, LogitsShippedOp>(
           name, shape, kLogits, "gate-logits persistent experiment against it: three scan buffers"));
+      rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<LogitsTransferPair>, LogitsShippedOp>(
+          name, shape, kLogits, "gate-logits persistent experiment against it: transfer-pair chain"));
     }
   }
 #endif

@@ -48,8 +48,9 @@ inline const char* to_string(ResetMode mode) {
   return "unknown reset mode";
 }
 
-//! How a chunked forward's chain runs the recurrence over a ticket's gate tile. Every h_t is the same fused
-//! multiply-add from the same carry in the same order either way: the same bits.
+//! How a chunked forward's chain runs the recurrence over a ticket's gate tile. kKeep, kCarryFirst and
+//! kCarryFirstDirectY compute every h_t with the same fused multiply-add from the same carry in the same order: the
+//! sequential forward's bits. kTransferPair does not (below).
 enum class ChainScan {
   //! shipped: one pass that keeps each h_t in the tile for the producers' y, then publishes
   kKeep,
@@ -59,6 +60,16 @@ enum class ChainScan {
   //! as kCarryFirst, but the second pass stores y and the checkpoints straight to global memory and leaves the tile
   //! alone: the producers store no y
   kCarryFirstDirectY,
+  //! The associative chain (DESIGN.md's transfer pairs), an experiment: NOT bitwise. Before waiting for its carry the
+  //! chain runs the chunk from a zero carry, which gives the chunk's transfer pair (A = Π a_bar, the reset marker
+  //! when a reset lies in the chunk; B = the state at its end); once the carry c arrives it publishes
+  //! recurrence_step(A, c, B) = fma(A, c, B) (B itself after a reset: exact, and c never crosses it), then runs the
+  //! chunk again from c keeping h_t in the tile. The hop's critical path is one fused multiply-add instead of the
+  //! chunk's scan. The published carries differ from the sequential ones by fp32 rounding, so y differs from the
+  //! sequential forward (and from decode) within that rounding after the first chunk of a sequence that holds no
+  //! reset; the result is still deterministic and batch-invariant (chunks are counted from each sequence's start),
+  //! exact for a sequence's first chunk and for every chunk that follows one with a reset in it.
+  kTransferPair,
 };
 
 }  // namespace rglru

@@ -39,7 +39,8 @@ namespace rglru {
 //!                     in the same two registers, so each step of the scan waits for the previous store to read
 //!                     them; with 152 it gives them registers of their own (1.10x at (1, 8192, 2560, 10), 1.17x at
 //!                     (1, 65536, 2560, 10), within 1% elsewhere: bench/results/2026-12-02-h200-cf8b33f/).
-//! \tparam Scan        how the chain runs a ticket's recurrence (modes.hpp's ChainScan); kKeep shipped. Same bits.
+//! \tparam Scan        how the chain runs a ticket's recurrence (modes.hpp's ChainScan); kKeep shipped. Same bits,
+//!                     except kTransferPair (an experiment within fp32 rounding, not bitwise).
 //! \tparam ScanBuffers the chain's register buffers of gate batches (TokenPairGateTile): 2 shipped (1.04x over 3
 //!                     at (1, 8192, 2560, 10) and (1, 65536, 2560, 10), within 1% elsewhere:
 //!                     bench/results/2026-12-02-h200-a520f21/); 3 an experiment. Same bits.

@@ -109,7 +109,8 @@ struct PersistentRegisterSplit {
 //!                     the H200 at 81a0652: bench/results/2026-12-01-h200-81a0652/sweep-split.txt).
 //! \tparam Priority    how the producers share the SM with the chain's scan (ScanPriority below); kShare shipped,
 //!                     the others are experiments for the sweep and the timeline probe. Same bits either way.
-//! \tparam Scan        how the chain runs a ticket's recurrence (ChainScan above); kKeep shipped. Same bits.
+//! \tparam Scan        how the chain runs a ticket's recurrence (modes.hpp's ChainScan); kKeep shipped. Same bits,
+//!                     except kTransferPair (an experiment within fp32 rounding, not bitwise).
 //! \tparam ScanBuffers the chain's register buffers of gate batches (block/chunk_scan.cuh's TokenPairGateTile): 2
 //!                     shipped (1.11x over 3 at (1, 8192, 2560, 10) and (1, 65536, 2560, 10), within 1% elsewhere:
 //!                     bench/results/2026-12-02-h200-a520f21/); 3 an experiment. Same bits.

@@ -4,13 +4,18 @@
 // multiple of the chunk, empty sequences, resets at t = 0, mid-chunk, on chunk edges and on consecutive tokens),
 // with h0. Outputs start poisoned, so an element left unwritten differs; a negative control shows that the
 // comparison sees a one-element change of x. Also: a long chain is bitwise repeatable, and misaligned operands are
-// refused with nothing written. Built for sm_90a only (tests/gpu/rglru/CMakeLists.txt); skipped off sm_90.
+// refused with nothing written. The transfer-pair chain (ChainScan::kTransferPair, an experiment that is not bitwise)
+// is checked against its own contract at the end. Built for sm_90a only (tests/gpu/rglru/CMakeLists.txt); skipped
+// off sm_90.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include "hawk/rglru/operators/wgmma_chunked_forward.cuh"
@@ -400,4 +405,214 @@ TEST_CASE("the persistent Hopper chunked forward in gate-logits mode refuses W n
   hawk::rglru::ForwardArguments misaligned = aligned;
   misaligned.gx = static_cast<const unsigned char*>(aligned.gx) + 2;
   check_misaligned_refused<Op>(d, misaligned, aligned);
+}
+
+// ---- ChainScan::kTransferPair: the associative chain, an experiment that is not bitwise ----------------------------
+// Its contract (modes.hpp): within fp32 rounding of the sequential forward; deterministic; batch-invariant (chunks
+// counted from each sequence's start); exact for a sequence's first chunk and after every chunk with a reset in it;
+// a NaN state never crosses a reset. Each is checked below, with a control that shows the comparison can fail.
+
+namespace {
+
+template <class E, class Policy>
+using FusedTransferPair = hawk::rglru::WgmmaPersistentForward<hawk::rglru::WgmmaPersistentForwardConfig<
+    E, 256, Policy, 144, hawk::rglru::ScanPriority::kShare, hawk::rglru::ChainScan::kTransferPair>>;
+template <class E, class Policy>
+using LogitsTransferPair = GateLogitsPersistent<E, Policy, 120, hawk::rglru::ChainScan::kTransferPair>;
+
+//! A problem for the transfer-pair cases: fused w = 256 (W = 512) or gate-logits (W = 320, 64-channel tickets).
+//! Every other channel has long memory (a_param = -8: a_bar >= 0.997, so Π a_bar over a chunk of 192 stays near
+//! 0.5): with make_problem's a_param alone a chunk's product underflows and both chains forget the carry alike.
+template <class E>
+Problem transfer_pair_problem(rglru_test::GateMode mode, const std::vector<std::int64_t>& lengths, bool packed,
+                              hawk::rglru::ResetMode reset_mode) {
+  Problem p = mode == kFused ? rglru_test::make_problem<E>(512, 2, lengths, packed, mode, reset_mode, true)
+                             : rglru_test::make_problem<E>(320, 5, lengths, packed, mode, reset_mode, true);
+  for (std::size_t c = 0; c < p.params.a_param.size(); c += 2) p.params.a_param[c] = -8.0;
+  return p;
+}
+
+//! Op on `p` (the decay output on), y, h_final and the checkpoints checked against the float64 reference within
+//! their tolerances and every decay element written; the outputs as bytes.
+template <class E, class Op>
+ForwardOutputs run_within_reference(const Problem& p) {
+  rglru_test::DeviceProblem<E> d(p);
+  thrust::device_vector<float> decay(static_cast<std::size_t>(p.num_sequences() * p.width));
+  hawk_test::poison(decay);
+  hawk::rglru::ForwardArguments a = d.arguments(p);
+  a.decay = hawk_test::raw(decay);
+  const std::size_t bytes = Op::workspace_size(a);
+  if (d.workspace.size() < bytes) d.workspace.resize(bytes);
+  const hawk::Status status = Op::run(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO(status.to_string());
+  REQUIRE(status.ok());
+  rglru_test::check_against_reference<E>(p, d);
+  std::size_t unwritten_decay = 0;
+  for (double v : hawk_test::to_host(decay)) unwritten_decay += std::isnan(v) ? 1 : 0;
+  CHECK(unwritten_decay == 0);
+  return {hawk_test::bytes_of(d.y), hawk_test::bytes_of(d.h_final), hawk_test::bytes_of(decay),
+          hawk_test::bytes_of(d.checkpoints)};
+}
+
+//! Sequence n's share of a run's outputs (y rows, its h_final and decay row, its checkpoint rows), as bytes.
+template <class E>
+ForwardOutputs sequence_rows(const Problem& p, const ForwardOutputs& all, std::int64_t n) {
+  const auto W = static_cast<std::size_t>(p.width);
+  const auto begin = static_cast<std::size_t>(p.cu_seqlens[n]);
+  const auto end = static_cast<std::size_t>(p.cu_seqlens[n + 1]);
+  const auto slice = [](const std::vector<unsigned char>& bytes, std::size_t from, std::size_t to) {
+    return std::vector<unsigned char>(bytes.begin() + static_cast<std::ptrdiff_t>(from),
+                                      bytes.begin() + static_cast<std::ptrdiff_t>(to));
+  };
+  ForwardOutputs rows;
+  rows.y = slice(all.y, begin * W * sizeof(E), end * W * sizeof(E));
+  rows.h_final = slice(all.h_final, n * W * 4, (n + 1) * W * 4);
+  rows.decay = slice(all.decay, n * W * 4, (n + 1) * W * 4);
+  const std::int64_t C = hawk::rglru::kDefaultTimeChunk;
+  for (std::int64_t j = 0; j * C < static_cast<std::int64_t>(end - begin); ++j) {
+    const auto row = static_cast<std::size_t>(hawk::rglru::checkpoint_row(static_cast<std::int64_t>(begin), n, j, C));
+    const auto part = slice(all.checkpoints, row * W * 4, (row + 1) * W * 4);
+    rows.checkpoints.insert(rows.checkpoints.end(), part.begin(), part.end());
+  }
+  return rows;
+}
+
+//! Sequence `n` of `p` as a problem of its own (one dense sequence; the same parameters and inputs).
+Problem sequence_alone(const Problem& p, std::int64_t n) {
+  Problem one = p;
+  const auto W = static_cast<std::size_t>(p.width);
+  const auto begin = static_cast<std::size_t>(p.cu_seqlens[n]);
+  const auto end = static_cast<std::size_t>(p.cu_seqlens[n + 1]);
+  const auto rows = [&](const std::vector<double>& v) {
+    return v.empty() ? v
+                     : std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(begin * W),
+                                           v.begin() + static_cast<std::ptrdiff_t>(end * W));
+  };
+  one.x = rows(p.x);
+  one.gx = rows(p.gx);
+  one.ga = rows(p.ga);
+  if (!p.reset.empty())
+    one.reset.assign(p.reset.begin() + static_cast<std::ptrdiff_t>(begin), p.reset.begin() + static_cast<std::ptrdiff_t>(end));
+  if (!p.h0.empty())
+    one.h0.assign(p.h0.begin() + static_cast<std::ptrdiff_t>(n * W), p.h0.begin() + static_cast<std::ptrdiff_t>((n + 1) * W));
+  one.cu_seqlens = {0, static_cast<std::int64_t>(end - begin)};
+  one.packed = false;
+  return one;
+}
+
+//! Sequence 1 of a dense two-sequence problem given sequence 0's inputs (x, logits, reset flags, h0 row).
+Problem second_sequence_as_first(const Problem& p) {
+  Problem twin = p;
+  const auto W = static_cast<std::size_t>(p.width);
+  const auto L = static_cast<std::size_t>(p.cu_seqlens[1]);
+  for (std::vector<double>* v : {&twin.x, &twin.gx, &twin.ga})
+    if (!v->empty()) std::copy(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(L * W), v->begin() + static_cast<std::ptrdiff_t>(L * W));
+  if (!twin.reset.empty())
+    std::copy(twin.reset.begin(), twin.reset.begin() + static_cast<std::ptrdiff_t>(L), twin.reset.begin() + static_cast<std::ptrdiff_t>(L));
+  if (!twin.h0.empty())
+    std::copy(twin.h0.begin(), twin.h0.begin() + static_cast<std::ptrdiff_t>(W), twin.h0.begin() + static_cast<std::ptrdiff_t>(W));
+  return twin;
+}
+
+//! `p` with a reset at the first token of every chunk of every sequence (the others kept): every carry a chunk
+//! publishes is then its scan from a reset, which the transfer pair gives exactly.
+Problem with_reset_at_every_chunk(const Problem& p) {
+  Problem q = p;
+  for (std::int64_t n = 0; n < q.num_sequences(); ++n)
+    for (std::int64_t t = q.cu_seqlens[n]; t < q.cu_seqlens[n + 1]; t += hawk::rglru::WgmmaPersistentForwardConfig<
+                                                                         Bf16, 256, ResetFlags>::kChunk)
+      q.reset[static_cast<std::size_t>(t)] = 1;
+  return q;
+}
+
+template <class E, class Policy>
+using FusedSequential = hawk::rglru::Forward<Sequential<E, Policy, 256>>;
+
+//! Every property of the contract for the transfer-pair operators Op<E, Policy> (mode `mode`) against the sequential
+//! operators Seq<E, Policy>: reset flags (most chunks then hold a reset) and reset at sequence start (no chunk after
+//! the first holds one: every carry goes through the pair's multiply-add).
+template <class E, template <class, class> class Op, template <class, class> class Seq>
+void check_transfer_pair(rglru_test::GateMode mode) {
+  using Flags = Op<E, ResetFlags>;
+  using Start = Op<E, ResetAtSequenceStart>;
+  const bool sanitizing = std::getenv("HAWK_SANITIZE") != nullptr;
+  const std::int64_t length = sanitizing ? 2000 : 9000;
+  SECTION("within the float64 reference's tolerances, repeatable bit for bit (reset flags, packed; and no resets)") {
+    const Problem flags = transfer_pair_problem<E>(mode, {length, 0, 1, 193, length / 3, 384}, true,
+                                                   hawk::rglru::ResetMode::kFlags);
+    const ForwardOutputs first = run_within_reference<E, Flags>(flags);
+    CHECK(run_within_reference<E, Flags>(flags) == first);
+    const Problem plain =
+        transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kSequenceStart);
+    const ForwardOutputs once = run_within_reference<E, Start>(plain);
+    CHECK(run_within_reference<E, Start>(plain) == once);
+  }
+  SECTION("batch-invariant: a sequence gives the same bits beside a twin and alone") {
+    const Problem twins = second_sequence_as_first(
+        transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kSequenceStart));
+    const ForwardOutputs both = rglru_test::run_forward_outputs<E, Start>(twins);
+    const ForwardOutputs first = sequence_rows<E>(twins, both, 0);
+    CHECK(sequence_rows<E>(twins, both, 1) == first);
+    const Problem alone = sequence_alone(twins, 0);
+    CHECK(sequence_rows<E>(alone, rglru_test::run_forward_outputs<E, Start>(alone), 0) == first);
+    // Control: sequence 0 with one x changed differs from its unchanged twin.
+    const Problem changed = rglru_test::with_one_x_changed(twins);
+    const ForwardOutputs after = rglru_test::run_forward_outputs<E, Start>(changed);
+    CHECK_FALSE(sequence_rows<E>(changed, after, 0) == sequence_rows<E>(changed, after, 1));
+  }
+  SECTION("exact where every chunk holds a reset and for sequences of one chunk; not so without resets") {
+    const Problem every = with_reset_at_every_chunk(
+        transfer_pair_problem<E>(mode, {length, 13, 0, length / 2 + 7}, true, hawk::rglru::ResetMode::kFlags));
+    CHECK(rglru_test::run_forward_outputs<E, Flags>(every) ==
+          rglru_test::run_forward_outputs<E, Seq<E, ResetFlags>>(every));
+    const Problem short_ones =
+        transfer_pair_problem<E>(mode, {1, 2, 191, 192, 100}, true, hawk::rglru::ResetMode::kFlags);
+    CHECK(rglru_test::run_forward_outputs<E, Flags>(short_ones) ==
+          rglru_test::run_forward_outputs<E, Seq<E, ResetFlags>>(short_ones));
+    // Control: over thousands of tokens without a reset the published carries round differently somewhere.
+    const Problem plain =
+        transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kSequenceStart);
+    CHECK_FALSE(rglru_test::run_forward_outputs<E, Start>(plain).checkpoints ==
+                rglru_test::run_forward_outputs<E, Seq<E, ResetAtSequenceStart>>(plain).checkpoints);
+  }
+  SECTION("a NaN state never crosses a reset, even when the chunks between hold none") {
+    Problem p = transfer_pair_problem<E>(mode, {1500}, false, hawk::rglru::ResetMode::kFlags);
+    std::fill(p.reset.begin(), p.reset.end(), std::uint8_t{0});
+    p.reset[500] = 1;  // chunk 2, mid-chunk: chunks 0 and 1 pass the NaN on
+    p.x[static_cast<std::size_t>(150 * p.width + 3)] = std::numeric_limits<double>::quiet_NaN();
+    rglru_test::DeviceProblem<E> d(p);
+    const hawk::rglru::ForwardArguments a = d.arguments(p);
+    thrust::device_vector<unsigned char> workspace(Flags::workspace_size(a));
+    const hawk::Status status = Flags::run(a, hawk_test::raw(workspace), workspace.size(), nullptr);
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    INFO(status.to_string());
+    REQUIRE(status.ok());
+    const auto y = hawk_test::to_host(d.y);
+    std::size_t nan_before = 0, non_finite_after = 0, non_finite_final = 0;
+    for (std::int64_t t = 0; t < 1500; ++t)
+      for (std::int64_t c = 0; c < p.width; ++c) {
+        const double v = y[static_cast<std::size_t>(t * p.width + c)];
+        if (t >= 150 && t < 500 && std::isnan(v)) ++nan_before;
+        if (t >= 500 && !std::isfinite(v)) ++non_finite_after;
+      }
+    for (double v : hawk_test::to_host(d.h_final)) non_finite_final += std::isfinite(v) ? 0 : 1;
+    CHECK(nan_before > 0);  // the control: the NaN did reach the state
+    CHECK(non_finite_after == 0);
+    CHECK(non_finite_final == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the persistent kernel's transfer-pair chain (an experiment, not bitwise) keeps its contract: fused",
+          "[rglru][forward][chunked][wgmma][persistent][transfer_pair]") {
+  if (!on_sm90()) return;
+  check_transfer_pair<Bf16, FusedTransferPair, FusedSequential>(kFused);
+}
+
+TEST_CASE("the persistent kernel's transfer-pair chain (an experiment, not bitwise) keeps its contract: gate-logits",
+          "[rglru][forward][chunked][wgmma][persistent][gate_logits][transfer_pair]") {
+  if (!on_sm90()) return;
+  check_transfer_pair<Bf16, LogitsTransferPair, GateLogitsSequential>(kLogits);
 }

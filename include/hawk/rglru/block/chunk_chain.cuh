@@ -134,7 +134,9 @@ __device__ __forceinline__ detail::ClaimedChunk claim_chunk(const ChunkedForward
 //! timeline probe's hook (bench/probes/persistent_forward_timeline_probe.cu); the kernels pass nothing.
 //! `kScan` (the persistent kernel's ChainScan): one pass that keeps h, or a first pass to the carry, the publish, and
 //! a second pass from the same carry that keeps h in the tile (kCarryFirst) or stores y and the checkpoints to
-//! global memory (kCarryFirstDirectY). The same fused multiply-adds in the same order: the same bits.
+//! global memory (kCarryFirstDirectY). The same fused multiply-adds in the same order: the same bits. kTransferPair
+//! (not bitwise: modes.hpp) runs its first pass from a zero carry before the wait, publishes fma(A, carry, B), and
+//! then runs kCarryFirst's second pass; a sequence's first chunk has its carry at once and runs as kKeep.
 struct NoChainProgress {
   __device__ void operator()(int) const {}
 };
@@ -151,6 +153,16 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
   const bool want_decay = f.decay != nullptr;
   float h = 0.0f;
   float decay = 1.0f;
+  const int valid = claimed.chunk.valid;
+  // ChainScan::kTransferPair: the chunk's transfer pair (Π a_bar with the reset marker, the end state from a zero
+  // carry) while the predecessor may still be running; the first chunk's carry is at hand, so it runs as kKeep.
+  const bool transfer_pair = kScan == ChainScan::kTransferPair && work.j > 0;
+  float pair_decay = 1.0f;
+  float pair_end = 0.0f;
+  if (transfer_pair) {
+    const LoadOnlyTile<Tile> zero_carry_pass{tile};
+    pair_end = detail::scan_tokens<Config, true>(zero_carry_pass, valid, 0.0f, pair_decay);
+  }
   if (work.j == 0) {
     // A ResetAtSequenceStart sequence drops h0 at its first token and never reads it.
     if (f.h0 != nullptr && Policy::kMode != ResetMode::kSequenceStart) h = f.h0[claimed.state_row * W + col];
@@ -168,9 +180,13 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
   }
   progress(0);
   const float carry_in = h;
-  const int valid = claimed.chunk.valid;
-  if (kScan == ChainScan::kKeep) {
+  if (kScan == ChainScan::kKeep || (kScan == ChainScan::kTransferPair && !transfer_pair)) {
     h = scan_chunk<Config>(tile, valid, h, decay, want_decay, checkpoints);
+  } else if (transfer_pair) {
+    // One step of the pair: fma(A, carry, B), or B where a reset lies in the chunk (the carry dropped by selection,
+    // as context_parallel's combine does); the decay composes the same way (decay_step keeps the reset marker).
+    h = recurrence_step(pair_decay, carry_in, pair_end);
+    if (want_decay) decay = decay_step(decay, pair_decay);
   } else {
     const LoadOnlyTile<Tile> carry_only{tile};
     h = want_decay ? detail::scan_tokens<Config, true>(carry_only, valid, h, decay)
@@ -181,8 +197,10 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
   // The successor may start now; y follows off the chain.
   publish_carry(p.carry_words + work.slot * W + col, h, want_decay);
   float unused_decay = 1.0f;
-  if (kScan == ChainScan::kCarryFirst) {
-    scan_chunk<Config>(tile, valid, carry_in, unused_decay, false, checkpoints);
+  // kTransferPair: h_final is the state the second pass reaches, the one y's last token shows.
+  float last_state = h;
+  if (kScan == ChainScan::kCarryFirst || transfer_pair) {
+    last_state = scan_chunk<Config>(tile, valid, carry_in, unused_decay, false, checkpoints);
   } else if (kScan == ChainScan::kCarryFirstDirectY) {
     if (checkpoints.first != nullptr) checkpoints.first[0] = carry_in;
     const ChunkExtent& c = claimed.chunk;
@@ -191,7 +209,7 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
   }
   if (kScan != ChainScan::kCarryFirstDirectY) store_chunk_checkpoints<Config>(tile, valid, checkpoints);
   if (work.j == claimed.num_chunks - 1) {
-    if (f.h_final != nullptr) f.h_final[claimed.state_row * W + col] = h;
+    if (f.h_final != nullptr) f.h_final[claimed.state_row * W + col] = last_state;
     if (want_decay) f.decay[claimed.state_row * W + col] = decay;
   }
 }
