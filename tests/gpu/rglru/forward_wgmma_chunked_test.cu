@@ -439,20 +439,12 @@ ForwardOutputs run_within_reference(const Problem& p) {
   rglru_test::DeviceProblem<E> d(p);
   thrust::device_vector<float> decay(static_cast<std::size_t>(p.num_sequences() * p.width));
   hawk_test::poison(decay);
-  hawk::rglru::ForwardArguments a = d.arguments(p);
-  a.decay = hawk_test::raw(decay);
-  const std::size_t bytes = Op::workspace_size(a);
-  if (d.workspace.size() < bytes) d.workspace.resize(bytes);
-  const hawk::Status status = Op::run(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr);
-  HAWK_TEST_CUDA(cudaDeviceSynchronize());
-  INFO(status.to_string());
-  REQUIRE(status.ok());
+  const ForwardOutputs outputs = rglru_test::run_forward_on<E, Op>(p, d, decay);
   rglru_test::check_against_reference<E>(p, d);
   std::size_t unwritten_decay = 0;
   for (double v : hawk_test::to_host(decay)) unwritten_decay += std::isnan(v) ? 1 : 0;
   CHECK(unwritten_decay == 0);
-  return {hawk_test::bytes_of(d.y), hawk_test::bytes_of(d.h_final), hawk_test::bytes_of(decay),
-          hawk_test::bytes_of(d.checkpoints)};
+  return outputs;
 }
 
 //! Sequence n's share of a run's outputs (y rows, its h_final and decay row, its checkpoint rows), as bytes.

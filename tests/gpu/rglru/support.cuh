@@ -196,16 +196,13 @@ struct ForwardOutputs {
   }
 };
 
-//! One forward of `p` through Op (Forward<...>, ChunkedForward<...>, ...), outputs poisoned, the decay output
-//! on unless `with_decay` is false (then the chained kernels publish their carries without a release: another
-//! path to test); requires the call to succeed.
+//! One forward of `p` through Op (Forward<...>, ChunkedForward<...>, ...) on the device problem `d` (outputs
+//! poisoned), with the decay output into `decay` unless it is empty; requires the call to succeed. Returns every
+//! output as bytes; `d` keeps them (for check_against_reference).
 template <class E, class Op>
-ForwardOutputs run_forward_outputs(const Problem& p, bool with_decay = true) {
-  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-  thrust::device_vector<float> decay(with_decay ? static_cast<std::size_t>(p.num_sequences() * p.width) : 0);
-  hawk_test::poison(decay);
+ForwardOutputs run_forward_on(const Problem& p, DeviceProblem<E>& d, thrust::device_vector<float>& decay) {
   ForwardArguments a = d.arguments(p);
-  if (with_decay) a.decay = hawk_test::raw(decay);
+  if (!decay.empty()) a.decay = hawk_test::raw(decay);
   const std::size_t bytes = Op::workspace_size(a);
   if (d.workspace.size() < bytes) d.workspace.resize(bytes);
   const hawk::Status status = Op::run(a, hawk_test::raw(d.workspace), d.workspace.size(), nullptr);
@@ -214,6 +211,16 @@ ForwardOutputs run_forward_outputs(const Problem& p, bool with_decay = true) {
   REQUIRE(status.ok());
   return {hawk_test::bytes_of(d.y), hawk_test::bytes_of(d.h_final), hawk_test::bytes_of(decay),
           hawk_test::bytes_of(d.checkpoints)};
+}
+
+//! One forward of `p` through Op, outputs poisoned, the decay output on unless `with_decay` is false (then the
+//! chained kernels publish their carries without a release: another path to test); requires the call to succeed.
+template <class E, class Op>
+ForwardOutputs run_forward_outputs(const Problem& p, bool with_decay = true) {
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  thrust::device_vector<float> decay(with_decay ? static_cast<std::size_t>(p.num_sequences() * p.width) : 0);
+  hawk_test::poison(decay);
+  return run_forward_on<E, Op>(p, d, decay);
 }
 
 //! `p` with x of one token of its longest sequence (its middle token, channel 5) moved by 1: a change every
