@@ -1,23 +1,27 @@
 // Where does a ticket of the persistent Hopper chunked forward (WgmmaPersistentForward, issue 16) spend its time?
-// The kernel's timeline hook (HAWK_PERSISTENT_FORWARD_TRACE) is defined here to store %globaltimer at eight points of
+// The kernel's timeline hook (HAWK_PERSISTENT_FORWARD_TRACE) is defined here to store %globaltimer at nine points of
 // every ticket: the producers start it (0), its products are done (1), its gates are in registers (2), the gate tile
 // is free for it (3), the chain has its gates (4), the chain is done (5), the chain has the carry (6), the chain's
-// scan is done (7). After warm-up calls, one traced call per
+// scan is done (7), the producers' first operand stage has landed (8: "products" = the wait for the copies, then the
+// products or the logits' read). After warm-up calls, one traced call per
 // shape; printed: medians and 90th percentiles of each interval over the tickets, and, for a dense batch, of the
 // chain's wait for the predecessor chunk: done(k) - max(done(predecessor), gates(k)); and the scan in SM cycles
 // (clock64 at events 6 and 7) with the SM clock it implies. Not a test of hawk's kernels.
 //
-//   build-gpu/bench/probes/persistent_forward_timeline_probe [OUT.json]
+//   [HAWK_PROBE_FILTER=TEXT] build-gpu/bench/probes/persistent_forward_timeline_probe [OUT.json]
+// HAWK_PROBE_FILTER: only the rows whose name contains TEXT (the whole list takes a few minutes).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 __device__ unsigned long long* g_persistent_trace = nullptr;
-constexpr int kTraceSlots = 11;  // events 0-7, the CTA, then the SM clock (clock64) at events 6 and 7
+constexpr int kTraceSlots = 12;  // events 0-7, the CTA, the SM clock (clock64) at events 6 and 7, event 8
 
 __device__ __forceinline__ unsigned long long probe_now() {
   unsigned long long t;
@@ -28,7 +32,7 @@ __device__ __forceinline__ unsigned long long probe_now() {
 #define HAWK_PERSISTENT_FORWARD_TRACE(event, ticket)                                        \
   do {                                                                                       \
     if (g_persistent_trace != nullptr) {                                                     \
-      g_persistent_trace[(ticket) * kTraceSlots + (event)] = probe_now();                    \
+      g_persistent_trace[(ticket) * kTraceSlots + ((event) == 8 ? 11 : (event))] = probe_now(); \
       if ((event) == 0) g_persistent_trace[(ticket) * kTraceSlots + 8] = blockIdx.x;         \
       if ((event) >= 6) g_persistent_trace[(ticket) * kTraceSlots + 3 + (event)] = clock64(); \
     }                                                                                        \
@@ -63,6 +67,8 @@ using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<hawk::rglru::Persistent
 
 template <class Persistent>
 std::string probe_op(const char* name, const Shape& s, GateMode mode) {
+  const char* filter = std::getenv("HAWK_PROBE_FILTER");
+  if (filter != nullptr && std::strstr(name, filter) == nullptr) return {};  // left out: no row
   ForwardBuffers b = make_buffers(s, mode, s.B);
   const auto args = arguments(s, mode, ResetMode::kSequenceStart, false, false, b, 0, s.B);
   thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(Persistent::workspace_size(args), 1));
@@ -99,12 +105,13 @@ std::string probe_op(const char* name, const Shape& s, GateMode mode) {
     origin = std::min(origin, t[k * kTraceSlots]);
     end = std::max(end, t[k * kTraceSlots + 5]);
   }
-  std::vector<double> products, gates, wait_free, hand_over, chain, chain_wait, start_lag, carry_seen, scan;
+  std::vector<double> products, copies, gates, wait_free, hand_over, chain, chain_wait, start_lag, carry_seen, scan;
   std::vector<double> scan_cycles;
   double scan_clock_cycles = 0.0, scan_clock_ns = 0.0;  // the SM clock over the scans: cycles per ns
   for (std::int64_t k = 0; k < tickets; ++k) {
     const unsigned long long* e = &t[k * kTraceSlots];
     products.push_back((e[1] - e[0]) * 1e-3);
+    if (e[11] >= e[0] && e[11] <= e[1]) copies.push_back((e[11] - e[0]) * 1e-3);
     gates.push_back((e[2] - e[1]) * 1e-3);
     wait_free.push_back(e[3] > e[2] ? (e[3] - e[2]) * 1e-3 : 0.0);
     hand_over.push_back(e[4] > e[3] ? (e[4] - e[3]) * 1e-3 : 0.0);
@@ -128,11 +135,12 @@ std::string probe_op(const char* name, const Shape& s, GateMode mode) {
   }
   char line[1024];
   std::snprintf(line, sizeof(line),
-                "%-20s kernel %.1f us (untraced %.1f)  median/p90 us: products %.2f/%.2f  gates %.2f/%.2f  "
+                "%-20s kernel %.1f us (untraced %.1f)  median/p90 us: products %.2f/%.2f (of which the wait for the "
+                "first stage's copies %.2f/%.2f)  gates %.2f/%.2f  "
                 "wait for tile %.2f/%.2f  hand-over %.2f/%.2f  chain %.2f/%.2f  chain after ready %.2f/%.2f  "
                 "carry seen after publish %.2f/%.2f  scan %.2f/%.2f  scan cycles %.0f/%.0f (SM clock %.2f GHz)",
                 name, (end - origin) * 1e-3, untraced_ms * 1e3, quantile(products, 0.5), quantile(products, 0.9),
-                quantile(gates, 0.5), quantile(gates, 0.9), quantile(wait_free, 0.5), quantile(wait_free, 0.9),
+                quantile(copies, 0.5), quantile(copies, 0.9), quantile(gates, 0.5), quantile(gates, 0.9), quantile(wait_free, 0.5), quantile(wait_free, 0.9),
                 quantile(hand_over, 0.5), quantile(hand_over, 0.9), quantile(chain, 0.5), quantile(chain, 0.9),
                 quantile(chain_wait, 0.5), quantile(chain_wait, 0.9), quantile(carry_seen, 0.5),
                 quantile(carry_seen, 0.9), quantile(scan, 0.5), quantile(scan, 0.9), quantile(scan_cycles, 0.5),
@@ -155,10 +163,12 @@ std::string probe_op(const char* name, const Shape& s, GateMode mode) {
   std::fprintf(stderr, "%s", cta0.c_str());
   char json[768];
   std::snprintf(json, sizeof(json),
-                "{\"shape\": \"%s\", \"kernel_us\": %.2f, \"products_us\": %.3f, \"gates_us\": %.3f, \"wait_tile_us\": %.3f, "
+                "{\"shape\": \"%s\", \"kernel_us\": %.2f, \"products_us\": %.3f, \"copies_wait_us\": %.3f, "
+                "\"gates_us\": %.3f, \"wait_tile_us\": %.3f, "
                 "\"hand_over_us\": %.3f, \"chain_us\": %.3f, \"chain_after_ready_us\": %.3f, \"carry_seen_us\": %.3f, "
                 "\"scan_us\": %.3f, \"scan_cycles\": %.0f, \"sm_clock_ghz\": %.3f}",
-                name, (end - origin) * 1e-3, quantile(products, 0.5), quantile(gates, 0.5), quantile(wait_free, 0.5),
+                name, (end - origin) * 1e-3, quantile(products, 0.5), quantile(copies, 0.5), quantile(gates, 0.5),
+                quantile(wait_free, 0.5),
                 quantile(hand_over, 0.5), quantile(chain, 0.5), quantile(chain_wait, 0.5), quantile(carry_seen, 0.5),
                 quantile(scan, 0.5), quantile(scan_cycles, 0.5),
                 scan_clock_ns > 0 ? scan_clock_cycles / scan_clock_ns : 0.0);
@@ -216,7 +226,12 @@ int main(int argc, char** argv) {
     FILE* f = std::fopen(argv[1], "w");
     if (f == nullptr) return 2;
     std::fprintf(f, "{\"probe\": \"persistent_forward_timeline\", \"rows\": [");
-    for (std::size_t i = 0; i < rows.size(); ++i) std::fprintf(f, "%s%s", i ? ", " : "", rows[i].c_str());
+    bool first = true;
+    for (const std::string& row : rows) {
+      if (row.empty()) continue;  // left out by HAWK_PROBE_FILTER
+      std::fprintf(f, "%s%s", first ? "" : ", ", row.c_str());
+      first = false;
+    }
     std::fprintf(f, "]}\n");
     std::fclose(f);
   }

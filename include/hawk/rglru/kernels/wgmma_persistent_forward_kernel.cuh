@@ -43,7 +43,7 @@
 #include "hawk/rglru/wgmma_persistent_config.cuh"
 
 // A timeline hook for bench/probes/persistent_forward_timeline_probe.cu, which defines it before including this
-// header to record when each ticket passes each point (events numbered below, 0-7); nothing otherwise.
+// header to record when each ticket passes each point (events numbered below, 0-8); nothing otherwise.
 #ifndef HAWK_PERSISTENT_FORWARD_TRACE
 #define HAWK_PERSISTENT_FORWARD_TRACE(event, ticket) ((void)0)
 #endif
@@ -118,6 +118,7 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
         for (int panel = 0; panel < Config::kPanels; ++panel, ++use) {
           const int s = static_cast<int>(use % Config::kStages);
           wait_transaction_barrier(tiles.stage_full(s), full_parity(use, Config::kStages));
+          if (traced && panel == 0) HAWK_PERSISTENT_FORWARD_TRACE(8, ticket);  // the first panel's copies landed
           pause();
           project_panel<Config>(tiles, s, thread / 128, r.d);
           if (panel == x_panel) read_x_pairs<Config>(tiles, s, thread, r.x_pairs);
@@ -128,6 +129,7 @@ __device__ __forceinline__ void persistent_producers(const ChunkedForwardParams<
         const long long mine = use + thread / 128;
         const int s = static_cast<int>(mine % Config::kStages);
         wait_transaction_barrier(tiles.stage_full(s), full_parity(mine, Config::kStages));
+        if (traced) HAWK_PERSISTENT_FORWARD_TRACE(8, ticket);  // the warpgroup's logits landed
         read_gate_logits<Config>(tiles, s, thread, r);
         arrive_on_barrier(tiles.stage_empty(s));
         use += Config::kPanels;
