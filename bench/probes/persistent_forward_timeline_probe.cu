@@ -203,8 +203,9 @@ int main(int argc, char** argv) {
                                                 Shape{1, 65536, 2560, 10, 0}, GateMode::kGateLogits));
   rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kKeep, 3>>(
       "(1,65536,2560,10) three scan buffers", Shape{1, 65536, 2560, 10, 0}, GateMode::kFused));
-  // The transfer-pair chain (not bitwise): the chunk's pair from a zero carry before the wait ("carry in hand" then
-  // follows it), one multiply-add to the publish, the second pass after.
+  // The transfer-pair chain (not bitwise): the chunk's pair from a zero carry before the wait (so "carry seen after
+  // publish" includes that pass where the carry came first), one multiply-add to the publish (its "scan"), the
+  // second pass after it (within "chain").
   rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kTransferPair>>(
       "(1,65536,2560,10) transfer-pair chain", Shape{1, 65536, 2560, 10, 0}, GateMode::kFused));
   rows.push_back(probe_op<Op<256, ScanPriority::kShare, ChainScan::kTransferPair>>(

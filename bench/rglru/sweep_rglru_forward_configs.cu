@@ -365,6 +365,27 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<LogitsTransferPair>, LogitsShippedOp>(
           name, shape, kLogits, "gate-logits persistent experiment against it: transfer-pair chain"));
     }
+    // Where forward()'s rules send the persistent kernel but no shape above measured it: sequences of 129-192
+    // tokens on average (one chunk each: sequences_span_chunks), and gate-logits grids of two or three sequential
+    // waves filled to at most three quarters (sequential_waves_underfilled: 280 CTAs in 2 waves of 264, 520 in 3).
+    const Shape short_few{3, 160, 2560, 10, 0.0};    // 120 sequential gate-logits CTAs: persistent
+    const Shape short_many{32, 160, 2560, 10, 0.0};  // fused: persistent at w = 256; gate-logits: sequential
+    const Shape two_waves{7, 4096, 2560, 10, 0.0};
+    const Shape three_waves{13, 2048, 2560, 10, 0.0};
+    using FusedPersistentW256 =
+        hawk::rglru::WgmmaPersistentForward<hawk::rglru::WgmmaPersistentForwardConfig<Element, 256, Policy>>;
+    using PreviousW256 = PreviousForwardOp<SeqW256>;
+    for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(3,160,2560,10)", short_few},
+                                      std::pair<const char*, Shape>{"(32,160,2560,10)", short_many}}) {
+      rows.push_back(compare_ops<FusedPersistentW256, PreviousW256>(
+          name, shape, kFused, "dispatch edges: wgmma persistent against the sequential forward"));
+    }
+    for (const auto& [name, shape] : {std::pair<const char*, Shape>{"(3,160,2560,10)", short_few},
+                                      std::pair<const char*, Shape>{"(7,4096,2560,10)", two_waves},
+                                      std::pair<const char*, Shape>{"(13,2048,2560,10)", three_waves}}) {
+      rows.push_back(compare_ops<LogitsShippedOp, hawk::rglru::Forward<SeqLogitsShipped>>(
+          name, shape, kLogits, "dispatch edges: gate-logits persistent against sequential"));
+    }
   }
 #endif
 

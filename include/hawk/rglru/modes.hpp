@@ -65,10 +65,12 @@ enum class ChainScan {
   //! when a reset lies in the chunk; B = the state at its end); once the carry c arrives it publishes
   //! recurrence_step(A, c, B) = fma(A, c, B) (B itself after a reset: exact, and c never crosses it), then runs the
   //! chunk again from c keeping h_t in the tile. The hop's critical path is one fused multiply-add instead of the
-  //! chunk's scan. The published carries differ from the sequential ones by fp32 rounding, so y differs from the
-  //! sequential forward (and from decode) within that rounding after the first chunk of a sequence that holds no
-  //! reset; the result is still deterministic and batch-invariant (chunks are counted from each sequence's start),
-  //! exact for a sequence's first chunk and for every chunk that follows one with a reset in it.
+  //! chunk's scan. The published carries (and the decay output, Π a_bar composed per chunk) differ from the
+  //! sequential ones by fp32 rounding, so y differs from the sequential forward (and from decode) within that
+  //! rounding from a sequence's third chunk on, where no reset intervenes; exact in its first two chunks and in
+  //! every chunk that follows one with a reset in it. Deterministic, and batch-invariant for a given configuration
+  //! (chunks are counted from each sequence's start). Finite carries only: where a chunk's product underflows to 0,
+  //! an infinite carry becomes NaN (0 · Inf) instead of staying infinite; a NaN or Inf never crosses a reset.
   kTransferPair,
 };
 

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -314,7 +315,8 @@ namespace {
 
 constexpr auto kLogits = rglru_test::GateMode::kGateLogits;
 
-template <class E, class Policy, int ProducerRegisters = 120, hawk::rglru::ChainScan Scan = hawk::rglru::ChainScan::kKeep>
+template <class E, class Policy, int ProducerRegisters = 120,
+          hawk::rglru::ChainScan Scan = hawk::rglru::ChainScan::kKeep>
 using GateLogitsPersistent = hawk::rglru::WgmmaPersistentForward<
     hawk::rglru::PersistentGateLogitsForwardConfig<E, Policy, ProducerRegisters, Scan>>;
 template <class E, class Policy>
@@ -408,9 +410,10 @@ TEST_CASE("the persistent Hopper chunked forward in gate-logits mode refuses W n
 }
 
 // ---- ChainScan::kTransferPair: the associative chain, an experiment that is not bitwise ----------------------------
-// Its contract (modes.hpp): within fp32 rounding of the sequential forward; deterministic; batch-invariant (chunks
-// counted from each sequence's start); exact for a sequence's first chunk and after every chunk with a reset in it;
-// a NaN state never crosses a reset. Each is checked below, with a control that shows the comparison can fail.
+// Its contract (modes.hpp): within fp32 rounding of the sequential forward, its decay output included; deterministic;
+// batch-invariant (chunks counted from each sequence's start); exact in a sequence's first two chunks and after every
+// chunk with a reset in it; a NaN state never crosses a reset. Each is checked below, with a control that shows the
+// comparison can fail.
 
 namespace {
 
@@ -419,16 +422,21 @@ using FusedTransferPair = hawk::rglru::WgmmaPersistentForward<hawk::rglru::Wgmma
     E, 256, Policy, 144, hawk::rglru::ScanPriority::kShare, hawk::rglru::ChainScan::kTransferPair>>;
 template <class E, class Policy>
 using LogitsTransferPair = GateLogitsPersistent<E, Policy, 120, hawk::rglru::ChainScan::kTransferPair>;
+template <class E, class Policy>
+using FusedSequential = hawk::rglru::Forward<Sequential<E, Policy, 256>>;
 
-//! A problem for the transfer-pair cases: fused w = 256 (W = 512) or gate-logits (W = 320, 64-channel tickets).
-//! Every other channel has long memory (a_param = -8: a_bar >= 0.997, so Π a_bar over a chunk of 192 stays near
-//! 0.5): with make_problem's a_param alone a chunk's product underflows and both chains forget the carry alike.
+constexpr std::int64_t kPersistentChunk = hawk::rglru::PersistentCtaShape::kChunk;
+
+//! A problem for the transfer-pair cases: fused w = 256 (W = 512) or gate-logits (W = 320, 64-channel tickets), h0
+//! on. A quarter of the channels have long memory (a_param = -8: a_bar >= 0.997, Π a_bar over a chunk of 192 about
+//! 0.6-0.99) and a quarter medium memory (-6: about 0.02-0.7): with make_problem's a_param alone a chunk's product
+//! underflows, and both chains forget the carry alike within a chunk.
 template <class E>
 Problem transfer_pair_problem(rglru_test::GateMode mode, const std::vector<std::int64_t>& lengths, bool packed,
                               hawk::rglru::ResetMode reset_mode) {
   Problem p = mode == kFused ? rglru_test::make_problem<E>(512, 2, lengths, packed, mode, reset_mode, true)
                              : rglru_test::make_problem<E>(320, 5, lengths, packed, mode, reset_mode, true);
-  for (std::size_t c = 0; c < p.params.a_param.size(); c += 2) p.params.a_param[c] = -8.0;
+  for (std::size_t c = 0; c < p.params.a_param.size(); c += 2) p.params.a_param[c] = c % 4 == 0 ? -8.0 : -6.0;
   return p;
 }
 
@@ -445,6 +453,25 @@ ForwardOutputs run_within_reference(const Problem& p) {
   for (double v : hawk_test::to_host(decay)) unwritten_decay += std::isnan(v) ? 1 : 0;
   CHECK(unwritten_decay == 0);
   return outputs;
+}
+
+//! The float values of a byte vector (a decay output).
+std::vector<float> floats_of(const std::vector<unsigned char>& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+//! Elements of two decay outputs further apart than `relative` of the larger (both underflowed counts as equal).
+std::size_t decay_mismatches(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want,
+                             double relative) {
+  const std::vector<float> a = floats_of(got), b = floats_of(want);
+  std::size_t bad = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double x = a[i], y = b[i];
+    if (!(std::fabs(x - y) <= relative * std::fmax(std::fabs(x), std::fabs(y)) + 1e-30)) ++bad;
+  }
+  return bad;
 }
 
 //! Sequence n's share of a run's outputs (y rows, its h_final and decay row, its checkpoint rows), as bytes.
@@ -470,27 +497,34 @@ ForwardOutputs sequence_rows(const Problem& p, const ForwardOutputs& all, std::i
   return rows;
 }
 
+//! Elements [from, to) of v, or v itself when empty.
+template <class T>
+std::vector<T> range_of(const std::vector<T>& v, std::size_t from, std::size_t to) {
+  if (v.empty()) return v;
+  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(to));
+}
+
 //! Sequence `n` of `p` as a problem of its own (one dense sequence; the same parameters and inputs).
 Problem sequence_alone(const Problem& p, std::int64_t n) {
   Problem one = p;
   const auto W = static_cast<std::size_t>(p.width);
   const auto begin = static_cast<std::size_t>(p.cu_seqlens[n]);
   const auto end = static_cast<std::size_t>(p.cu_seqlens[n + 1]);
-  const auto rows = [&](const std::vector<double>& v) {
-    return v.empty() ? v
-                     : std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(begin * W),
-                                           v.begin() + static_cast<std::ptrdiff_t>(end * W));
-  };
-  one.x = rows(p.x);
-  one.gx = rows(p.gx);
-  one.ga = rows(p.ga);
-  if (!p.reset.empty())
-    one.reset.assign(p.reset.begin() + static_cast<std::ptrdiff_t>(begin), p.reset.begin() + static_cast<std::ptrdiff_t>(end));
-  if (!p.h0.empty())
-    one.h0.assign(p.h0.begin() + static_cast<std::ptrdiff_t>(n * W), p.h0.begin() + static_cast<std::ptrdiff_t>((n + 1) * W));
+  one.x = range_of(p.x, begin * W, end * W);
+  one.gx = range_of(p.gx, begin * W, end * W);
+  one.ga = range_of(p.ga, begin * W, end * W);
+  one.reset = range_of(p.reset, begin, end);
+  one.h0 = range_of(p.h0, static_cast<std::size_t>(n) * W, static_cast<std::size_t>(n + 1) * W);
   one.cu_seqlens = {0, static_cast<std::int64_t>(end - begin)};
   one.packed = false;
   return one;
+}
+
+//! Elements [0, count) of v copied over [count, 2 count).
+template <class T>
+void copy_first_half(std::vector<T>& v, std::size_t count) {
+  const auto half = static_cast<std::ptrdiff_t>(count);
+  if (!v.empty()) std::copy(v.begin(), v.begin() + half, v.begin() + half);
 }
 
 //! Sequence 1 of a dense two-sequence problem given sequence 0's inputs (x, logits, reset flags, h0 row).
@@ -498,12 +532,11 @@ Problem second_sequence_as_first(const Problem& p) {
   Problem twin = p;
   const auto W = static_cast<std::size_t>(p.width);
   const auto L = static_cast<std::size_t>(p.cu_seqlens[1]);
-  for (std::vector<double>* v : {&twin.x, &twin.gx, &twin.ga})
-    if (!v->empty()) std::copy(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(L * W), v->begin() + static_cast<std::ptrdiff_t>(L * W));
-  if (!twin.reset.empty())
-    std::copy(twin.reset.begin(), twin.reset.begin() + static_cast<std::ptrdiff_t>(L), twin.reset.begin() + static_cast<std::ptrdiff_t>(L));
-  if (!twin.h0.empty())
-    std::copy(twin.h0.begin(), twin.h0.begin() + static_cast<std::ptrdiff_t>(W), twin.h0.begin() + static_cast<std::ptrdiff_t>(W));
+  copy_first_half(twin.x, L * W);
+  copy_first_half(twin.gx, L * W);
+  copy_first_half(twin.ga, L * W);
+  copy_first_half(twin.reset, L);
+  copy_first_half(twin.h0, W);
   return twin;
 }
 
@@ -512,61 +545,76 @@ Problem second_sequence_as_first(const Problem& p) {
 Problem with_reset_at_every_chunk(const Problem& p) {
   Problem q = p;
   for (std::int64_t n = 0; n < q.num_sequences(); ++n)
-    for (std::int64_t t = q.cu_seqlens[n]; t < q.cu_seqlens[n + 1]; t += hawk::rglru::WgmmaPersistentForwardConfig<
-                                                                         Bf16, 256, ResetFlags>::kChunk)
+    for (std::int64_t t = q.cu_seqlens[n]; t < q.cu_seqlens[n + 1]; t += kPersistentChunk)
       q.reset[static_cast<std::size_t>(t)] = 1;
   return q;
 }
 
-template <class E, class Policy>
-using FusedSequential = hawk::rglru::Forward<Sequential<E, Policy, 256>>;
-
 //! Every property of the contract for the transfer-pair operators Op<E, Policy> (mode `mode`) against the sequential
-//! operators Seq<E, Policy>: reset flags (most chunks then hold a reset) and reset at sequence start (no chunk after
-//! the first holds one: every carry goes through the pair's multiply-add).
+//! operators Seq<E, Policy>: reset flags (most chunks then hold a reset) and no resets with h0 (every carry after the
+//! second chunk goes through the pair's multiply-add, and the decay output is a product over the whole sequence).
 template <class E, template <class, class> class Op, template <class, class> class Seq>
 void check_transfer_pair(rglru_test::GateMode mode) {
   using Flags = Op<E, ResetFlags>;
-  using Start = Op<E, ResetAtSequenceStart>;
+  using Plain = Op<E, NoReset>;
   const bool sanitizing = std::getenv("HAWK_SANITIZE") != nullptr;
   const std::int64_t length = sanitizing ? 2000 : 9000;
-  SECTION("within the float64 reference's tolerances, repeatable bit for bit (reset flags, packed; and no resets)") {
+  SECTION("within the float64 reference's tolerances, repeatable bit for bit, the decay within rounding") {
     const Problem flags = transfer_pair_problem<E>(mode, {length, 0, 1, 193, length / 3, 384}, true,
                                                    hawk::rglru::ResetMode::kFlags);
     const ForwardOutputs first = run_within_reference<E, Flags>(flags);
     CHECK(run_within_reference<E, Flags>(flags) == first);
-    const Problem plain =
-        transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kSequenceStart);
-    const ForwardOutputs once = run_within_reference<E, Start>(plain);
-    CHECK(run_within_reference<E, Start>(plain) == once);
+    const Problem plain = transfer_pair_problem<E>(mode, {length, length / 2 + 5}, true, hawk::rglru::ResetMode::kNone);
+    const ForwardOutputs once = run_within_reference<E, Plain>(plain);
+    CHECK(run_within_reference<E, Plain>(plain) == once);
+    // The decay output, Π a_bar over each sequence, composed chunk by chunk: within the products' rounding (about
+    // length ulps at worst) of the sequential forward's token-by-token product; control: the composition left out
+    // (each chunk's own product) is far off.
+    const ForwardOutputs sequential = rglru_test::run_forward_outputs<E, Seq<E, NoReset>>(plain);
+    CHECK(decay_mismatches(once.decay, sequential.decay, 2e-3) == 0);
+    std::vector<float> off = floats_of(sequential.decay);
+    for (float& v : off) v *= 0.9f;
+    std::vector<unsigned char> off_bytes(off.size() * sizeof(float));
+    std::memcpy(off_bytes.data(), off.data(), off_bytes.size());
+    CHECK(decay_mismatches(off_bytes, sequential.decay, 2e-3) > 0);
   }
   SECTION("batch-invariant: a sequence gives the same bits beside a twin and alone") {
     const Problem twins = second_sequence_as_first(
-        transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kSequenceStart));
-    const ForwardOutputs both = rglru_test::run_forward_outputs<E, Start>(twins);
+        transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kNone));
+    const ForwardOutputs both = rglru_test::run_forward_outputs<E, Plain>(twins);
     const ForwardOutputs first = sequence_rows<E>(twins, both, 0);
     CHECK(sequence_rows<E>(twins, both, 1) == first);
     const Problem alone = sequence_alone(twins, 0);
-    CHECK(sequence_rows<E>(alone, rglru_test::run_forward_outputs<E, Start>(alone), 0) == first);
+    CHECK(sequence_rows<E>(alone, rglru_test::run_forward_outputs<E, Plain>(alone), 0) == first);
     // Control: sequence 0 with one x changed differs from its unchanged twin.
     const Problem changed = rglru_test::with_one_x_changed(twins);
-    const ForwardOutputs after = rglru_test::run_forward_outputs<E, Start>(changed);
+    const ForwardOutputs after = rglru_test::run_forward_outputs<E, Plain>(changed);
     CHECK_FALSE(sequence_rows<E>(changed, after, 0) == sequence_rows<E>(changed, after, 1));
   }
-  SECTION("exact where every chunk holds a reset and for sequences of one chunk; not so without resets") {
+  SECTION("exact where every chunk holds a reset and for sequences of one or two chunks; not so without resets") {
     const Problem every = with_reset_at_every_chunk(
         transfer_pair_problem<E>(mode, {length, 13, 0, length / 2 + 7}, true, hawk::rglru::ResetMode::kFlags));
     CHECK(rglru_test::run_forward_outputs<E, Flags>(every) ==
           rglru_test::run_forward_outputs<E, Seq<E, ResetFlags>>(every));
-    const Problem short_ones =
-        transfer_pair_problem<E>(mode, {1, 2, 191, 192, 100}, true, hawk::rglru::ResetMode::kFlags);
-    CHECK(rglru_test::run_forward_outputs<E, Flags>(short_ones) ==
-          rglru_test::run_forward_outputs<E, Seq<E, ResetFlags>>(short_ones));
+    // The first chunk runs as the exact chain; the second starts from its exact carry (only what it publishes is
+    // rounded differently, and no third chunk reads it). Without resets the decay output is a product composed
+    // per chunk: within rounding only.
+    const std::vector<std::int64_t> one_or_two_chunks = {1, 2, 191, 192, 193, 300, 384, 100};
+    const Problem short_flags =
+        transfer_pair_problem<E>(mode, one_or_two_chunks, true, hawk::rglru::ResetMode::kFlags);
+    CHECK(rglru_test::run_forward_outputs<E, Flags>(short_flags) ==
+          rglru_test::run_forward_outputs<E, Seq<E, ResetFlags>>(short_flags));
+    const Problem short_plain = transfer_pair_problem<E>(mode, one_or_two_chunks, true, hawk::rglru::ResetMode::kNone);
+    const ForwardOutputs pair = rglru_test::run_forward_outputs<E, Plain>(short_plain);
+    const ForwardOutputs exact = rglru_test::run_forward_outputs<E, Seq<E, NoReset>>(short_plain);
+    CHECK(pair.y == exact.y);
+    CHECK(pair.h_final == exact.h_final);
+    CHECK(pair.checkpoints == exact.checkpoints);
+    CHECK(decay_mismatches(pair.decay, exact.decay, 1e-5) == 0);
     // Control: over thousands of tokens without a reset the published carries round differently somewhere.
-    const Problem plain =
-        transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kSequenceStart);
-    CHECK_FALSE(rglru_test::run_forward_outputs<E, Start>(plain).checkpoints ==
-                rglru_test::run_forward_outputs<E, Seq<E, ResetAtSequenceStart>>(plain).checkpoints);
+    const Problem plain = transfer_pair_problem<E>(mode, {length, length}, false, hawk::rglru::ResetMode::kNone);
+    CHECK_FALSE(rglru_test::run_forward_outputs<E, Plain>(plain).checkpoints ==
+                rglru_test::run_forward_outputs<E, Seq<E, NoReset>>(plain).checkpoints);
   }
   SECTION("a NaN state never crosses a reset, even when the chunks between hold none") {
     Problem p = transfer_pair_problem<E>(mode, {1500}, false, hawk::rglru::ResetMode::kFlags);

@@ -2,9 +2,11 @@
 //! \file
 //! What every chunked forward kernel does around its phase 1 (the gates of its chunk): take a ticket's chunk, settle
 //! slots that hold no chunk, and phase 2, the chain (wait for the predecessor's exact carry, run the recurrence
-//! over the chunk's gate tile, publish). kernels/chunked_forward_kernel.cuh (cp.async and mma.sync producers) and
-//! kernels/wgmma_chunked_forward_kernel.cuh (tensor copies and wgmma, sm_90a) differ only in phase 1, so they share
-//! these pieces and therefore their chain's bits and protocol (block/chained_carry.cuh).
+//! over the chunk's gate tile, publish; or, in the persistent kernel's ChainScan::kTransferPair experiment, the
+//! chunk's transfer pair before the wait and one multiply-add after it). kernels/chunked_forward_kernel.cuh
+//! (cp.async and mma.sync producers) and kernels/wgmma_chunked_forward_kernel.cuh (tensor copies and wgmma, sm_90a)
+//! differ only in phase 1, so they share these pieces and therefore their chain's bits and protocol
+//! (block/chained_carry.cuh).
 
 #include <cstdint>
 
@@ -131,7 +133,8 @@ __device__ __forceinline__ detail::ClaimedChunk claim_chunk(const ChunkedForward
 //! or TokenPairGateTile: where a_bar and u lie and h is kept), the checkpoints, then this chunk's carry published for
 //! the successor and, at the sequence's last chunk, h_final and the decay.
 //! `progress` is called with 0 once the carry is in hand and 1 once the scan is done (before the publish): a
-//! timeline probe's hook (bench/probes/persistent_forward_timeline_probe.cu); the kernels pass nothing.
+//! timeline probe's hook (bench/probes/persistent_forward_timeline_probe.cu); the kernels pass nothing. Under
+//! kTransferPair the pair's pass comes before 0 and the "scan" between 0 and 1 is the one multiply-add.
 //! `kScan` (the persistent kernel's ChainScan): one pass that keeps h, or a first pass to the carry, the publish, and
 //! a second pass from the same carry that keeps h in the tile (kCarryFirst) or stores y and the checkpoints to
 //! global memory (kCarryFirstDirectY). The same fused multiply-adds in the same order: the same bits. kTransferPair

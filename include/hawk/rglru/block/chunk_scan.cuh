@@ -112,7 +112,7 @@ struct TokenPairGateTile {
 };
 
 //! A gate tile's loads without its stores: a pass that only carries h to the chunk's end (the chain's first pass
-//! under ChainScan::kCarryFirst, wgmma_persistent_config.cuh).
+//! under ChainScan::kCarryFirst, and kTransferPair's pass from a zero carry: modes.hpp).
 template <class Tile>
 struct LoadOnlyTile {
   static constexpr int kBatch = Tile::kBatch;

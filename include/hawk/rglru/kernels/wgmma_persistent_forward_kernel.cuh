@@ -8,9 +8,9 @@
 //! chain gives the tile back, the producers store ticket k's y from it, then ticket k + 1's gates, and go on. The
 //! same products, gate math and chain as the one-shot kernel: the sequential forward's bits, whatever the grid.
 //! Config::kChainScan picks how the chain runs a ticket (one pass keeping h; or the carry first, then h kept or y
-//! stored by the chain: modes.hpp's ChainScan), the same bits either way; or, as an experiment that is not bitwise,
-//! the transfer-pair chain (the chunk's pair before the wait, one multiply-add on the hop). With a PersistentGateLogitsForwardConfig
-//! the kernel runs gate-logits mode: no products; the copy warp streams each ticket's x, gx and ga rows, one stage
+//! stored by the chain: modes.hpp's ChainScan), the same bits either way; or, as an experiment that is not
+//! bitwise, the transfer-pair chain (the chunk's pair before the wait, one multiply-add on the hop). With a
+//! PersistentGateLogitsForwardConfig the kernel runs gate-logits mode: no products; the copy warp streams each ticket's x, gx and ga rows, one stage
 //! per producer warpgroup, and the producers read their logits from it into the registers the products would fill
 //! (block/wgmma_register_gates.cuh's read_gate_logits): the sequential gate-logits forward's bits.
 //!
