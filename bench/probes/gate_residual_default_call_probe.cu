@@ -192,6 +192,9 @@ double sort_us(cudaStream_t stream) {
   std::int32_t* sorted_rows = device_array<std::int32_t>(kRows);
   PROBE_CUDA(cudaMemcpy(keys, keys_host.data(), kRows * sizeof(Key), cudaMemcpyHostToDevice));
   PROBE_CUDA(cudaMemcpy(rows, rows_host.data(), kRows * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+  // A pageable copy may return before its DMA lands, on the legacy stream, which `stream` (non-blocking) does not
+  // wait for: the keys and rows are in place before the first replay.
+  PROBE_CUDA(cudaDeviceSynchronize());
   std::size_t bytes = 0;
   PROBE_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sorted_keys, rows, sorted_rows,
                                              static_cast<int>(kRows), 0, bits, stream));
@@ -240,6 +243,8 @@ int main(int argc, char** argv) {
   }
   w.forward = device_array<unsigned char>(std::max<std::size_t>(w.forward_bytes, 256));
   w.backward = device_array<unsigned char>(std::max<std::size_t>(w.backward_bytes, 256));
+  // The index copies and the sets' fills ran on the legacy stream, which the non-blocking `stream` does not wait for.
+  PROBE_CUDA(cudaDeviceSynchronize());
   // Each call once, synchronised, with its verdict: idx is what the call claims.
   for (const Call& c : calls) {
     issue(c, sets[0], w, true, stream);
