@@ -140,7 +140,8 @@ std::string probe_op(const char* name, const Shape& s, GateMode mode) {
                 "wait for tile %.2f/%.2f  hand-over %.2f/%.2f  chain %.2f/%.2f  chain after ready %.2f/%.2f  "
                 "carry seen after publish %.2f/%.2f  scan %.2f/%.2f  scan cycles %.0f/%.0f (SM clock %.2f GHz)",
                 name, (end - origin) * 1e-3, untraced_ms * 1e3, quantile(products, 0.5), quantile(products, 0.9),
-                quantile(copies, 0.5), quantile(copies, 0.9), quantile(gates, 0.5), quantile(gates, 0.9), quantile(wait_free, 0.5), quantile(wait_free, 0.9),
+                quantile(copies, 0.5), quantile(copies, 0.9), quantile(gates, 0.5), quantile(gates, 0.9),
+                quantile(wait_free, 0.5), quantile(wait_free, 0.9),
                 quantile(hand_over, 0.5), quantile(hand_over, 0.9), quantile(chain, 0.5), quantile(chain, 0.9),
                 quantile(chain_wait, 0.5), quantile(chain_wait, 0.9), quantile(carry_seen, 0.5),
                 quantile(carry_seen, 0.9), quantile(scan, 0.5), quantile(scan, 0.9), quantile(scan_cycles, 0.5),

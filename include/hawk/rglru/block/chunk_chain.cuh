@@ -183,13 +183,13 @@ __device__ __forceinline__ void chain_chunk(const ChunkedForwardParams<Element>&
   }
   progress(0);
   const float carry_in = h;
-  if (kScan == ChainScan::kKeep || (kScan == ChainScan::kTransferPair && !transfer_pair)) {
-    h = scan_chunk<Config>(tile, valid, h, decay, want_decay, checkpoints);
-  } else if (transfer_pair) {
+  if (transfer_pair) {
     // One step of the pair: fma(A, carry, B), or B where a reset lies in the chunk (the carry dropped by selection,
     // as context_parallel's combine does); the decay composes the same way (decay_step keeps the reset marker).
     h = recurrence_step(pair_decay, carry_in, pair_end);
     if (want_decay) decay = decay_step(decay, pair_decay);
+  } else if (kScan == ChainScan::kKeep || kScan == ChainScan::kTransferPair) {
+    h = scan_chunk<Config>(tile, valid, h, decay, want_decay, checkpoints);
   } else {
     const LoadOnlyTile<Tile> carry_only{tile};
     h = want_decay ? detail::scan_tokens<Config, true>(carry_only, valid, h, decay)

@@ -10,9 +10,10 @@
 //! Config::kChainScan picks how the chain runs a ticket (one pass keeping h; or the carry first, then h kept or y
 //! stored by the chain: modes.hpp's ChainScan), the same bits either way; or, as an experiment that is not
 //! bitwise, the transfer-pair chain (the chunk's pair before the wait, one multiply-add on the hop). With a
-//! PersistentGateLogitsForwardConfig the kernel runs gate-logits mode: no products; the copy warp streams each ticket's x, gx and ga rows, one stage
-//! per producer warpgroup, and the producers read their logits from it into the registers the products would fill
-//! (block/wgmma_register_gates.cuh's read_gate_logits): the sequential gate-logits forward's bits.
+//! PersistentGateLogitsForwardConfig the kernel runs gate-logits mode: no products; the copy warp streams each
+//! ticket's x, gx and ga rows, one stage per producer warpgroup, and the producers read their logits from it into
+//! the registers the products would fill (block/wgmma_register_gates.cuh's read_gate_logits): the sequential
+//! gate-logits forward's bits.
 //!
 //! Hand-offs, all shared-memory barriers (block/operand_ring.cuh): ticket_full / ticket_empty per ticket slot,
 //! stage_full (copy bytes) / stage_empty (Config::kStageConsumers arrivals: the 384 producers in fused mode, the
