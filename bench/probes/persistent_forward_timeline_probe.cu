@@ -61,7 +61,7 @@ double quantile(std::vector<double> v, double q) {
 }
 
 //! Gate-logits mode (PersistentGateLogitsForwardConfig): "products" is the producers' read of their logits.
-template <int ProducerRegisters = 120, int ScanBuffers = 2>
+template <int ProducerRegisters = 144, int ScanBuffers = 2>
 using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<
     Element, hawk::rglru::ResetAtSequenceStart, ProducerRegisters, ChainScan::kKeep, ScanBuffers>>;
 

@@ -274,6 +274,29 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
   const Samples& both = timed.first;
   const Samples& forward = timed.second;
 
+  // Canonical rows: the backward alone through its two scan kernels, chunked against sequential (AB/BA; the same
+  // bits, so only the time differs), through the configuration the default dispatch picks.
+  std::pair<Samples, Samples> scans;
+  if (canonical) {
+    report(hawk::rglru::detail::visit_default_backward_config(backward_args(0), [&](auto config) -> hawk::Status {
+             using Chunked = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kChunked>;
+             using Sequential = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kSequential>;
+             scans = time_ab(
+                 [&](int rep) {
+                   report(Chunked::run(backward_args(rep % b.sets), raw(g.workspace), g.workspace.size(), nullptr),
+                          "chunked backward");
+                 },
+                 [&](int rep) {
+                   report(Sequential::run(backward_args(rep % b.sets), raw(g.workspace), g.workspace.size(), nullptr),
+                          "sequential backward");
+                 },
+                 s.L * s.B > 100000 ? 2 : 10);
+             return hawk::Status::success();
+           }),
+           "backward scans");
+    if (failed) std::exit(1);
+  }
+
   const std::size_t rows_bytes = static_cast<std::size_t>(T * s.W) * sizeof(Element);
   const std::size_t checkpoint_bytes = g.checkpoints.size() * sizeof(float);
   const std::size_t param_grad_bytes = (g.dWx.size() + g.dWa.size() + g.dbx.size() + g.dba.size() + g.da_param.size()) * 4;
@@ -297,23 +320,42 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
       << ", \"gbps_forward_backward\": " << number(bytes_moved / (median_ms * 1e-3) / 1e9);
   if (target_us > 0)
     row << ", \"target_forward_backward_us\": " << number(target_us) << ", \"target_met\": " << (met ? "true" : "false");
+  if (canonical)
+    row << ", \"backward_chunked_scan\": " << samples_json(scans.first)
+        << ", \"backward_sequential_scan\": " << samples_json(scans.second);
   row << "}";
   char name[160];
   std::snprintf(name, sizeof(name), "fwd+bwd %s %s (%lld,%lld,%lld,%lld)", fused ? "fused" : "logits",
                 canonical ? "canonical" : "restricted", static_cast<long long>(s.B), static_cast<long long>(s.L),
                 static_cast<long long>(s.W), static_cast<long long>(s.H));
   table.push_back({name, median_ms * 1e3, target_us, bytes_moved / (median_ms * 1e-3) / 1e9, 0.0, met});
+  if (canonical) {
+    std::snprintf(name, sizeof(name), "bwd alone %s chunked scan (%lld,%lld,%lld,%lld)", fused ? "fused" : "logits",
+                  static_cast<long long>(s.B), static_cast<long long>(s.L), static_cast<long long>(s.W),
+                  static_cast<long long>(s.H));
+    table.push_back({name, scans.first.median() * 1e3, 0.0, 0.0, 0.0, true});
+    std::snprintf(name, sizeof(name), "bwd alone %s sequential scan (%lld,%lld,%lld,%lld)",
+                  fused ? "fused" : "logits", static_cast<long long>(s.B), static_cast<long long>(s.L),
+                  static_cast<long long>(s.W), static_cast<long long>(s.H));
+    table.push_back({name, scans.second.median() * 1e3, 0.0, 0.0, 0.0, true});
+  }
   return row.str();
 }
 
-//! Every forward+backward row of issue 5 (targets: bf16 fused, both contracts).
+//! Every forward+backward row of issues 5 and 17 (targets: bf16 fused, both contracts).
 std::vector<std::string> backward_rows(std::vector<TableLine>& table) {
-  const Shape shapes[] = {{4, 2048, 2048, 16, 200.0}, {1, 8192, 2560, 10, 500.0}, {16, 1024, 1024, 16, 0.0}};
+  // Fused targets of issue 17 (the chunked backward); (1, 65536, 2560, 10) canonical only (each call is milliseconds).
+  const Shape shapes[] = {{4, 2048, 2048, 16, 250.0},
+                          {1, 8192, 2560, 10, 600.0},
+                          {16, 1024, 1024, 16, 200.0},
+                          {1, 65536, 2560, 10, 4500.0}};
   std::vector<std::string> rows;
   for (const Shape& s : shapes)
     for (GateMode mode : {GateMode::kFused, GateMode::kGateLogits})
       for (ResetMode reset_mode : {ResetMode::kSequenceStart, ResetMode::kNone})
-        rows.push_back(backward_row(s, mode, reset_mode, mode == GateMode::kFused ? s.fused_target_us : 0.0, table));
+        if (s.L < 65536 || reset_mode == ResetMode::kSequenceStart)
+          rows.push_back(
+              backward_row(s, mode, reset_mode, mode == GateMode::kFused ? s.fused_target_us : 0.0, table));
   return rows;
 }
 

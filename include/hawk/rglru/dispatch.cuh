@@ -454,7 +454,7 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t backward_workspace_size(const BackwardArguments& args) {
-  return BackwardWorkspaceLayout::make(args, kWeightGradSegment).total;
+  return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk).total;
 }
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).

@@ -48,6 +48,18 @@ inline const char* to_string(ResetMode mode) {
   return "unknown reset mode";
 }
 
+//! Which kernel runs the backward's reverse scan (Backward<Config, Scan>). Both give every gradient the same bits
+//! (the same steps in the same order; d a_param summed per chunk, then over the chunks in order), so the choice
+//! is a matter of speed only.
+enum class BackwardScan {
+  //! the chunked kernel where the sequential grid would leave a quarter of the GPU idle, else the sequential one
+  kAuto,
+  //! one CTA per (sequence, width tile) walks the sequence's chunks in reverse
+  kSequential,
+  //! one CTA per (chunk, width tile); the exact dh carry chained between chunks in reverse
+  kChunked,
+};
+
 //! How a chunked forward's chain runs the recurrence over a ticket's gate tile. kKeep, kCarryFirst and
 //! kCarryFirstDirectY compute every h_t with the same fused multiply-add from the same carry in the same order: the
 //! sequential forward's bits. kTransferPair does not (below).

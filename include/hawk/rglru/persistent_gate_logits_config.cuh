@@ -34,18 +34,19 @@ namespace rglru {
 
 //! \tparam Element     __nv_bfloat16 or __half.
 //! \tparam ResetPolicy NoReset, ResetAtSequenceStart or ResetFlags.
-//! \tparam ProducerRegisters registers per producer thread after setmaxnreg; the chain warps get 512 - 3 x this. 120
-//!                     shipped (chain 152): with the fused kernel's 144 (chain 80) ptxas keeps every token pair's h
-//!                     in the same two registers, so each step of the scan waits for the previous store to read
-//!                     them; with 152 it gives them registers of their own (1.10x at (1, 8192, 2560, 10), 1.17x at
-//!                     (1, 65536, 2560, 10), within 1% elsewhere: bench/results/2026-12-02-h200-cf8b33f/).
+//! \tparam ProducerRegisters registers per producer thread after setmaxnreg; the chain warps get 512 - 3 x this. 144
+//!                     shipped (chain 80), as in the fused kernel. With three scan buffers the chain needed 152 (at
+//!                     80 ptxas kept every token pair's h in the same two registers, so each step waited for the
+//!                     previous store to read them: bench/results/2026-12-02-h200-cf8b33f/); with the two shipped
+//!                     since 4a5835a it renames them at 80 too, and 144 / 80 measured 1.00-1.05x against 120 / 152
+//!                     (the producers bound the batched shapes): bench/results/2026-12-02-h200-3048053/.
 //! \tparam Scan        how the chain runs a ticket's recurrence (modes.hpp's ChainScan); kKeep shipped. Same bits,
 //!                     except kTransferPair (an experiment within fp32 rounding, not bitwise).
 //! \tparam ScanBuffers the chain's register buffers of gate batches (TokenPairGateTile): 2 shipped (1.04x over 3
 //!                     at (1, 8192, 2560, 10) and (1, 65536, 2560, 10), within 1% elsewhere:
 //!                     bench/results/2026-12-02-h200-a520f21/); 3 an experiment. Same bits.
 //! W must be a multiple of 64 (Checked's WidthTile); any H.
-template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 120, ChainScan Scan_ = ChainScan::kKeep,
+template <class Element_, class ResetPolicy_, int ProducerRegisters_ = 144, ChainScan Scan_ = ChainScan::kKeep,
           int ScanBuffers_ = 2>
 struct PersistentGateLogitsForwardConfig : PersistentCtaShape {
   using Element = Element_;

@@ -142,16 +142,17 @@ struct DeviceGradients {
   }
 };
 
-//! Run Backward<BackwardConfig<ForwardConfig>> (or the default dispatch when ForwardConfig is void) with the
+//! Run Backward<BackwardConfig<ForwardConfig>, Scan> (or the default dispatch when ForwardConfig is void) with the
 //! workspace it asks for, and wait.
-template <class ForwardConfig>
+template <class ForwardConfig, hawk::rglru::BackwardScan Scan = hawk::rglru::BackwardScan::kAuto>
 hawk::Status run_backward(const BackwardArguments& args, thrust::device_vector<unsigned char>& workspace) {
   hawk::Status status;
   if constexpr (std::is_void<ForwardConfig>::value) {
+    static_assert(Scan == hawk::rglru::BackwardScan::kAuto, "run_backward: the default dispatch chooses its scan");
     workspace.resize(hawk::rglru::backward_workspace_size(args) + 1);
     status = hawk::rglru::backward(args, hawk_test::raw(workspace), workspace.size(), nullptr);
   } else {
-    using Op = hawk::rglru::Backward<hawk::rglru::BackwardConfig<ForwardConfig>>;
+    using Op = hawk::rglru::Backward<hawk::rglru::BackwardConfig<ForwardConfig>, Scan>;
     workspace.resize(Op::workspace_size(args) + 1);
     status = Op::run(args, hawk_test::raw(workspace), workspace.size(), nullptr);
   }
@@ -207,11 +208,23 @@ void check_against_reference(const Problem& p, const Upstream& u, const HostGrad
   if (with_dh0) check_close("dh0", got.dh0, want.dh0, 1e-4);
 }
 
-//! One problem through the shipped configuration's forward and BackwardConfig<it>, against the reference.
+//! One forward of `p` (with checkpoints), then the backward with the scan kernel `Scan` forced.
+template <class E, class ForwardConfig, hawk::rglru::BackwardScan Scan>
+HostGradients backward_with_scan(const Problem& p, const Upstream& u, DeviceProblem<E>& d, bool want_dh0) {
+  DeviceGradients<E> g(p, u, want_dh0);
+  const hawk::Status status = run_backward<ForwardConfig, Scan>(g.arguments(p, d), g.workspace);
+  INFO("backward: " << status.to_string());
+  REQUIRE(status.ok());
+  return g.download();
+}
+
+//! One problem through the shipped configuration's forward and BackwardConfig<it>: the chunked scan against the
+//! reference, and the sequential scan bitwise equal to it, every gradient.
 template <class E, class Policy, GateMode Mode, int BlockWidth>
 void check_one(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0, bool with_dh_final,
                std::int64_t blocks = 2, bool with_dh0 = true) {
   using Forward = ShippedForward<E, Policy, Mode, BlockWidth>;
+  using hawk::rglru::BackwardScan;
   INFO("mode=" << rglru_test::mode_name(Mode) << " policy=" << Policy::kName << " w=" << BlockWidth
                << " WidthTile=" << Forward::kWidthTile << " h0=" << with_h0 << " dh_final=" << with_dh_final
                << " dh0=" << with_dh0 << " packed=" << packed << " N=" << lengths.size()
@@ -219,8 +232,14 @@ void check_one(const std::vector<std::int64_t>& lengths, bool packed, bool with_
   const Problem p =
       rglru_test::make_problem<E>(blocks * BlockWidth, blocks, lengths, packed, Mode, Policy::kMode, with_h0);
   const Upstream u = make_upstream<E>(p, with_dh_final);
-  const HostGradients got = forward_backward<E, Forward>(p, u, with_dh0);
-  check_against_reference<E>(p, u, got, with_dh0);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  const hawk::Status forward_status = rglru_test::run_forward<Forward>(d.arguments(p), d.workspace);
+  INFO("forward: " << forward_status.to_string());
+  REQUIRE(forward_status.ok());
+  const HostGradients chunked = backward_with_scan<E, Forward, BackwardScan::kChunked>(p, u, d, with_dh0);
+  check_against_reference<E>(p, u, chunked, with_dh0);
+  const HostGradients sequential = backward_with_scan<E, Forward, BackwardScan::kSequential>(p, u, d, with_dh0);
+  CHECK(chunked.all_bytes() == sequential.all_bytes());
 }
 
 template <class E, class Policy, GateMode Mode, int BlockWidth>

@@ -315,7 +315,7 @@ namespace {
 
 constexpr auto kLogits = rglru_test::GateMode::kGateLogits;
 
-template <class E, class Policy, int ProducerRegisters = 120,
+template <class E, class Policy, int ProducerRegisters = 144,
           hawk::rglru::ChainScan Scan = hawk::rglru::ChainScan::kKeep>
 using GateLogitsPersistent = hawk::rglru::WgmmaPersistentForward<
     hawk::rglru::PersistentGateLogitsForwardConfig<E, Policy, ProducerRegisters, Scan>>;
@@ -366,14 +366,15 @@ TEST_CASE("the persistent Hopper chunked forward in gate-logits mode gives the s
     check_gate_logits<Bf16, ResetFlags>({length, 0, length * 7777 / 20000, 13, length}, true, true, 4);
     check_gate_logits<__half, NoReset>({length, length}, false, true, 2);
   }
-  SECTION("the sweep's experiments: fewer registers for the chain (producers 144 and 128), the carry published first") {
+  SECTION("the sweep's experiments: other register splits (producers 120, shipped before 3048053, and 128), the "
+          "carry published first") {
     using hawk::rglru::ChainScan;
     const std::int64_t length = std::getenv("HAWK_SANITIZE") != nullptr ? 4000 : 20000;
-    check_gate_logits<Bf16, ResetFlags, GateLogitsPersistent<Bf16, ResetFlags, 144>>(kPackedLengths, true, true);
+    check_gate_logits<Bf16, ResetFlags, GateLogitsPersistent<Bf16, ResetFlags, 120>>(kPackedLengths, true, true);
     check_gate_logits<Bf16, ResetFlags, GateLogitsPersistent<Bf16, ResetFlags, 128>>(kPackedLengths, true, true);
     check_gate_logits<Bf16, ResetFlags, GateLogitsPersistent<Bf16, ResetFlags, 120, ChainScan::kCarryFirst>>(
         kPackedLengths, true, true);
-    check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 144>>({length, 13, length}, true, true, 2);
+    check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 120>>({length, 13, length}, true, true, 2);
     check_gate_logits<Bf16, NoReset, GateLogitsPersistent<Bf16, NoReset, 120, ChainScan::kCarryFirst>>(
         {length, 13, length}, true, true, 2);
   }

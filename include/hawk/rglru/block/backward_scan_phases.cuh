@@ -5,7 +5,8 @@
 //! - (B) `chunk_gates`: a_bar and u of every token and channel of the tile, into shared tiles;
 //! - (C) `replay_chunk` and `reverse_chunk`: the forward recurrence replayed from the checkpoint, and the reverse
 //!   recurrence of dh, one thread per channel, token by token;
-//! the kernel's (D) combines them into the row gradients.
+//! - (D) `chunk_gradients`: the row gradients of the chunk, and this thread's share of d a_param;
+//! - `tile_da_param`: the tile's d a_param from every thread's share, in a fixed order.
 //!
 //! Bits: each piece does the operations the kernel did inline, in the same order, through the same gate_math.hpp
 //! functions; the pieces are __forceinline__.
@@ -178,6 +179,85 @@ __device__ __forceinline__ void reverse_chunk(const typename Config::Element* dy
     dh_tile[t * kWT + c] = dh;
     dh_next = dh;
     a_bar_next = a_bar_tile[t * kWT + c];
+  }
+}
+
+//! Where (D) writes a chunk's row gradients: gate-logits mode the gradients themselves (Element), fused mode fp32
+//! rows for the product kernels; each [T, W], addressed at the chunk's first token and the tile's first channel.
+template <class Config>
+struct ChunkGradientRows {
+  typename Config::Element* dx;
+  typename Config::Element* dgx;
+  typename Config::Element* dga;
+  float* dx_direct_f32;
+  float* dgx_f32;
+  float* dga_f32;
+};
+
+//! (D) the row gradients of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3
+//! from h_{t-1} (h_prev_tile, replay_chunk's) and dh (dh_tile, reverse_chunk's), stored at `first_row`
+//! (the chunk's first token's offset into [T, W] plus the tile's first channel); `da_sum` accumulates this
+//! thread's share of d a_param in ascending rows.
+template <class Config, int RowsPerThread, int RowStep>
+__device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
+                                                int row0, int valid, const float* h_prev_tile, const float* dh_tile,
+                                                const float* x_tile, const ChunkGradientRows<Config>& out,
+                                                std::int64_t first_row, std::int64_t width, float (&da_sum)[4]) {
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kV = Config::kChannelVector;
+  const int q = staged.q;
+#pragma unroll
+  for (int row_step = 0; row_step < RowsPerThread; ++row_step) {
+    const int r = row0 + row_step * RowStep;
+    if (r >= valid) break;
+    const bool reset = staged.is_reset(r);
+    const float4 h_prev = *reinterpret_cast<const float4*>(h_prev_tile + r * kWT + q);
+    const float4 dh = *reinterpret_cast<const float4*>(dh_tile + r * kWT + q);
+    const float h_prev_v[kV] = {h_prev.x, h_prev.y, h_prev.z, h_prev.w};
+    const float dh_v[kV] = {dh.x, dh.y, dh.z, dh.w};
+    float dx[kV], dgx[kV], dga[kV];
+#pragma unroll
+    for (int v = 0; v < kV; ++v) {
+      float gx, ga;
+      staged.gate_logits(r, v, gx, ga);
+      float x;
+      if constexpr (Config::kFused) {
+        x = x_tile[r * kWT + q + v];
+      } else {
+        x = staged.x(r, v);
+      }
+      const TokenGateGrads g = token_gate_grads(x, gx, ga, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
+      dx[v] = g.dx;
+      dgx[v] = g.dgx;
+      dga[v] = g.dga;
+      da_sum[v] += g.da_param_sum;
+    }
+    const std::int64_t offset = first_row + r * width + q;
+    if constexpr (Config::kFused) {
+      *reinterpret_cast<float4*>(out.dx_direct_f32 + offset) = make_float4(dx[0], dx[1], dx[2], dx[3]);
+      *reinterpret_cast<float4*>(out.dgx_f32 + offset) = make_float4(dgx[0], dgx[1], dgx[2], dgx[3]);
+      *reinterpret_cast<float4*>(out.dga_f32 + offset) = make_float4(dga[0], dga[1], dga[2], dga[3]);
+    } else {
+      store_vector<typename Config::Element, kV>(out.dx + offset, dx);
+      store_vector<typename Config::Element, kV>(out.dgx + offset, dgx);
+      store_vector<typename Config::Element, kV>(out.dga + offset, dga);
+    }
+  }
+}
+
+//! The d a_param of the tile's channels from every thread's `da_sum`: channel c lives in slot c % 4 of threads
+//! c / 4, c / 4 + ThreadsPerRow, ..., summed in thread order into out[c]. `partials` is [Threads][4] of shared
+//! memory; the caller's barrier before this makes the tiles free, this one's makes every thread's sum visible.
+template <class Config>
+__device__ __forceinline__ void tile_da_param(const float (&da_sum)[4], float* partials, float* out, int thread) {
+  constexpr int kV = Config::kChannelVector;
+  *reinterpret_cast<float4*>(partials + thread * kV) = make_float4(da_sum[0], da_sum[1], da_sum[2], da_sum[3]);
+  __syncthreads();
+  for (int c = thread; c < Config::kWidthTile; c += Config::kThreads) {
+    float sum = 0.0f;
+    for (int source = c / kV; source < Config::kThreads; source += Config::kThreadsPerRow)
+      sum += partials[source * kV + c % kV];
+    out[c] = sum;
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 //! \file
 //! The chain between time chunks of the chunked forward (kernels/chunked_forward_kernel.cuh): chunk tickets,
-//! and the publish / acquire of each chunk's exact fp32 final state through a global carry buffer.
+//! and the publish / acquire of each chunk's exact fp32 final state through a global carry buffer; and the same
+//! chain in reverse for the chunked backward scan (the reverse carry, at the end).
 //!
 //! Tickets. A CTA does not take its work from blockIdx: it takes a ticket from an atomic counter, and the
 //! ticket names its chunk. Tickets are handed out in the order CTAs start, and every chunk's predecessor in
@@ -129,6 +130,36 @@ __device__ __forceinline__ float load_relaxed(const float* address) {
   float value;
   asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];\n" : "=f"(value) : "l"(address) : "memory");
   return value;
+}
+
+//! The chunked backward scan's chain runs the other way (kernels/backward_scan_kernel.cuh): chunk j + 1 hands
+//! chunk j the term its last token's reverse step adds, a_bar · dh of chunk j + 1's first token, rounded as
+//! reverse_step rounds it, and whether that token is a reset (then the step takes dy alone). One word per channel
+//! again: the term in the low half, kCarryPublished and kReverseCarryReset in the high half.
+constexpr unsigned long long kReverseCarryReset = 1ull << 33;
+
+//! Publish the reverse carry of this thread's channel (relaxed: the successor reads nothing else this thread
+//! wrote).
+__device__ __forceinline__ void publish_reverse_carry(unsigned long long* word, float term, bool reset) {
+  const unsigned long long value =
+      kCarryPublished | (reset ? kReverseCarryReset : 0ull) | __float_as_uint(term);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(word), "l"(value) : "memory");
+}
+
+//! What a reverse carry word holds once published.
+struct ReverseCarry {
+  float term;
+  bool reset;
+};
+
+//! Wait until the reverse carry word is published (relaxed spins, as acquire_carry) and return it.
+__device__ __forceinline__ ReverseCarry acquire_reverse_carry(const unsigned long long* word) {
+  unsigned long long value;
+  for (;;) {
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(value) : "l"(word) : "memory");
+    if (value & kCarryPublished) break;
+  }
+  return {__uint_as_float(static_cast<unsigned int>(value)), (value & kReverseCarryReset) != 0};
 }
 
 #endif  // __CUDACC__

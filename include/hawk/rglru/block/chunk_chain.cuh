@@ -13,6 +13,7 @@
 #include "hawk/rglru/block/chained_carry.cuh"
 #include "hawk/rglru/block/chunk_scan.cuh"
 #include "hawk/rglru/block/sequence_extent.cuh"
+#include "hawk/rglru/checkpoint_layout.hpp"
 #include "hawk/rglru/modes.hpp"
 #include "hawk/rglru/params.hpp"
 
@@ -61,14 +62,8 @@ __device__ __forceinline__ ChunkTicketWork locate_chunk(const ChunkedForwardPara
   }
   w.slot = ticket / tiles;
   w.tile = static_cast<int>(ticket % tiles);
-  const auto first_slot = [&](std::int64_t n) { return p.forward.cu_seqlens[n] / kChunk + n; };
-  std::int64_t lo = 0, hi = p.num_sequences - 1;
-  while (lo < hi) {  // the last n with first_slot(n) <= slot
-    const std::int64_t mid = (lo + hi + 1) / 2;
-    if (first_slot(mid) <= w.slot) lo = mid; else hi = mid - 1;
-  }
-  w.n = lo;
-  w.j = w.slot - first_slot(lo);
+  w.n = sequence_of_slot(p.forward.cu_seqlens, p.num_sequences, w.slot, kChunk);
+  w.j = w.slot - checkpoint_row(p.forward.cu_seqlens[w.n], w.n, 0, kChunk);
   return w;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "hawk/core/macros.hpp"
+#include "hawk/rglru/checkpoint_layout.hpp"
 
 namespace hawk {
 namespace rglru {
@@ -46,6 +47,19 @@ HAWK_HOST_DEVICE SequenceExtent sequence_extent(const std::int32_t* cu_seqlens, 
     e.state_row = n;
   }
   return e;
+}
+
+//! The sequence a chunk slot of a packed batch belongs to: the last n with first slot cu_seqlens[n] / chunk + n
+//! at or before `slot` (checkpoint_row's numbering; increasing in n for valid offsets), by bisection. Any
+//! offsets give some n in [0, N); the caller checks the chunk index slot - first slot against the sequence.
+HAWK_HOST_DEVICE std::int64_t sequence_of_slot(const std::int32_t* cu_seqlens, std::int64_t num_sequences,
+                                               std::int64_t slot, std::int64_t chunk) {
+  std::int64_t lo = 0, hi = num_sequences - 1;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (checkpoint_row(cu_seqlens[mid], mid, 0, chunk) <= slot) lo = mid; else hi = mid - 1;
+  }
+  return lo;
 }
 
 }  // namespace rglru

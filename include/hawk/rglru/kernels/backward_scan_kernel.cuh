@@ -1,9 +1,14 @@
 #pragma once
 //! \file
-//! The RG-LRU backward scan (SPEC §1, backward): one CTA per (sequence, width tile) walks its sequence's time
-//! chunks in reverse. For chunk j it
-//!   (A) streams in the chunk's inputs (cp.async, the previous chunk's loads in flight meanwhile) and reads the
-//!       forward's fp32 checkpoint, the carry entering chunk j;
+//! The RG-LRU backward scan (SPEC §1, backward), as two kernels with the same bits:
+//! - `backward_scan_kernel` (sequential): one CTA per (sequence, width tile) walks its sequence's time chunks in
+//!   reverse, prefetching the next while it computes;
+//! - `chunked_backward_scan_kernel`: one CTA per (chunk, width tile) ticket; everything but the reverse recurrence
+//!   runs in parallel with every other chunk, and the reverse carry passes from chunk j + 1 to chunk j through a
+//!   global word per channel (block/chained_carry.cuh), so that a long sequence spreads over the whole GPU.
+//! For chunk j each
+//!   (A) streams in the chunk's inputs (cp.async) and reads the forward's fp32 checkpoint, the carry entering
+//!       chunk j;
 //!   (P) fused mode: recomputes gx, ga with the forward's own projection code (block/projection.cuh), so the gates
 //!       are the forward's bits;
 //!   (B) all threads: a_bar, u = token_gates(...) for the [TimeChunk, WidthTile] tile;
@@ -11,11 +16,13 @@
 //!       token by token, from the checkpoint: the forward's h bits), keeping h_{t-1} of every token; at the same
 //!       time another thread per channel runs the reverse recurrence (`reverse_step`)
 //!           dh_t = dy_t + a_bar_{t+1} · dh_{t+1},   dh_t = dy_t when token t + 1 is a reset
-//!       token by token, with the carry (dh, a_bar of the next token) held in registers across chunks;
-//!   (D) all threads: token_gate_grads(...) per token and channel -> dx (direct path), dgx, dga, and this
-//!       thread's share of Σ_t dlog_a · (-c · r).
-//! At the end: dh0 = a_bar_0 · dh_0 (0 when token 0 is a reset: `initial_state_gradient`), and the (sequence,
-//! channel) partial of d a_param.
+//!       token by token, from the carry (dh and a_bar of the next token: registers across chunks in the
+//!       sequential kernel, the chained word in the chunked one);
+//!   (D) all threads: token_gate_grads(...) per token and channel -> dx (direct path), dgx, dga, and the chunk's
+//!       partial of d a_param, Σ_t dlog_a · (-c · r), summed per thread in token order and then over the threads
+//!       in a fixed order into the chunk's row of the partials (its checkpoint row), which the ordered sum adds up
+//!       over every row in order.
+//! dh0 = a_bar_0 · dh_0 (0 when token 0 is a reset: `initial_state_gradient`) ends chunk 0.
 //!
 //! Resets select, they do not multiply by zero (SPEC §1): the replay takes h_t = u_t and the reverse carry
 //! dh_t = dy_t at a reset, so a NaN or Inf in h0, in an earlier document's h or in a later document's dh never
@@ -27,14 +34,15 @@
 //!
 //! Skipped sequences (`sequence_extent`: padding slot -1, or with the device checks off offsets / a slot out of
 //! range): nothing of them is read (dy, x, gates, checkpoints, dh_final) or written (row gradients, dh0); their
-//! d a_param partial row is written as zeros, so that the ordered sum over all N rows adds nothing for them. In
+//! d a_param partial rows stay zero (the operator clears every row), so the ordered sum adds nothing for them. In
 //! fused mode, when a token can belong to no sequence the scan runs, the scan marks the tokens it does run in
 //! `live_tokens`, so that the product kernels neither write the dx rows of the others nor read their x.
 //! When the call's device checks failed (`checks`), the kernel returns at once: nothing is written.
 //!
 //! Bits. dh is advanced as fl(dy + fl(a_bar · dh)) (two roundings, no fused multiply-add): then a sequence run
 //! in two pieces, the second piece's dh0 = fl(a_bar · dh) fed as the first piece's dh_final, gives the same bits
-//! as one call. Every token's gradients depend only on its own sequence: bitwise batch-invariant.
+//! as one call. Every token's gradients and every chunk's d a_param partial depend only on its own sequence:
+//! bitwise batch-invariant, and independent of which kernel ran and of the chunked kernel's grid.
 
 #include <cstdint>
 
@@ -42,6 +50,7 @@
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/block/backward_scan_phases.cuh"
+#include "hawk/rglru/block/chained_carry.cuh"
 #include "hawk/rglru/block/projection.cuh"
 #include "hawk/rglru/block/sequence_extent.cuh"
 #include "hawk/rglru/block/token_loader.cuh"
@@ -78,7 +87,9 @@ struct BackwardScanParams : GateInputs<Element> {
   //! [T] bytes, zeroed before the scan; the scan sets the bytes of every token it runs to 1. Null otherwise
   //! (every token is run), and then never read.
   std::uint8_t* live_tokens = nullptr;
-  float* da_param_partial = nullptr;  //!< [N, W]: Σ_t dlog_a · (-c · r) of sequence n, channel d
+  //! [checkpoint rows, W], zero before the launch: Σ_t dlog_a · (-c · r) over chunk j of sequence n at its
+  //! checkpoint row (checkpoint_row(begin_n, n, j)), channel d; both scan kernels write the same rows.
+  float* da_param_partial = nullptr;
   const std::int32_t* cu_seqlens = nullptr;
   std::int64_t seq_len = 0;         //!< dense batches (cu_seqlens == nullptr)
   std::int64_t num_tokens = 0;      //!< T: bounds the offsets (sequence_extent)
@@ -87,23 +98,38 @@ struct BackwardScanParams : GateInputs<Element> {
   int width_tiles = 0;       //!< W / WidthTile: CTAs per sequence
 };
 
+//! The chunked backward scan's parameters: BackwardScanParams (whose da_param_partial is then [rows][W], one row
+//! per chunk slot, zero before the launch) and the reverse chain's.
+template <class Element>
+struct ChunkedBackwardScanParams {
+  BackwardScanParams<Element> scan;
+  std::int64_t num_sequences = 0;                //!< N
+  std::int64_t chunks_per_sequence = 0;          //!< dense batches: max(1, ceil(L / TimeChunk))
+  std::int64_t rows = 0;                         //!< chunk slots: checkpoint_rows(T, N, TimeChunk)
+  std::int64_t tickets = 0;                      //!< CTAs with a chunk slot; the rest leave at once
+  unsigned long long* ticket_counter = nullptr;  //!< zero before the launch
+  unsigned long long* carry_words = nullptr;     //!< [rows][W] reverse carries, zero (unpublished) before the launch
+};
+
 #if defined(__CUDACC__)
 
 namespace backward_detail {
 
 //! Shared-memory layout of one scan CTA (bytes, 128-byte aligned regions).
 //!
-//! Fused mode keeps one stage of block rows [TimeChunk][BlockWidth] (the largest buffer): the next chunk's rows
-//! are requested as soon as the gate phase has copied this chunk's x tile out, so the load overlaps the
-//! recurrences and the gradient phase, and two CTAs still fit on an SM at w = 256. Gate-logits mode double-buffers
-//! its small x, gx, ga tiles. dy and the reset flags are always double-buffered.
-template <class Config>
+//! The sequential kernel (`OneChunk` false): fused mode keeps one stage of block rows [TimeChunk][BlockWidth]
+//! (the largest buffer): the next chunk's rows are requested as soon as the gate phase has copied this chunk's x
+//! tile out, so the load overlaps the recurrences and the gradient phase, and two CTAs still fit on an SM at
+//! w = 256. Gate-logits mode double-buffers its small x, gx, ga tiles. dy and the reset flags are double-buffered.
+//! The chunked kernel (`OneChunk` true) holds one chunk: every region single, and a slot for its ticket.
+template <class Config, bool OneChunk = false>
 struct ScanLayout {
   using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
   static constexpr int kC = Config::kTimeChunk;
   static constexpr int kWT = Config::kWidthTile;
-  static constexpr int kInputStages = Config::kFused ? 1 : 2;
+  static constexpr int kInputStages = Config::kFused || OneChunk ? 1 : 2;
+  static constexpr int kChunkStages = OneChunk ? 1 : 2;  //!< dy and reset-flag stages
   //! The forward's input stage: fused = x rows of the block; gate-logits = x, gx, ga tiles.
   static constexpr std::size_t kInputBytes = PairedForward::kStageBytes;
   static constexpr std::size_t kDyBytes = detail::round_up_bytes(sizeof(Element) * kC * kWT);
@@ -114,7 +140,7 @@ struct ScanLayout {
   static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;  // fused: [bx tile | ba tile]
   static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
   static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes * kInputStages;  // [2][C][WT] Element
-  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * 2;                 // fused: [C][kGateStride]
+  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * kChunkStages;                 // fused: [C][kGateStride]
   static constexpr std::size_t kGateBytes = Config::kFused ? PairedForward::kGateBytes : 0;
   static constexpr std::size_t kXOffset = kGateOffset + kGateBytes;  // fused: [C][WT] fp32 x of the tile
   static constexpr std::size_t kXBytes = Config::kFused ? kTileBytes : 0;
@@ -122,13 +148,46 @@ struct ScanLayout {
   static constexpr std::size_t kUOffset = kABarOffset + kTileBytes;  // [C][WT]: u, then h_{t-1}
   static constexpr std::size_t kDhOffset = kUOffset + kTileBytes;    // [C][WT]
   static constexpr std::size_t kResetOffset = kDhOffset + kTileBytes;  // [2][C]
-  static constexpr std::size_t kPartialOffset = kResetOffset + kResetBytes * 2;  // [Threads][4]
+  static constexpr std::size_t kPartialOffset = kResetOffset + kResetBytes * kChunkStages;  // [Threads][4]
   static constexpr std::size_t kPartialBytes =
       detail::round_up_bytes(sizeof(float) * Config::kThreads * Config::kChannelVector);
-  static constexpr std::size_t kSharedBytes = kPartialOffset + kPartialBytes;
+  static constexpr std::size_t kTicketOffset = kPartialOffset + kPartialBytes;  // one unsigned long long
+  static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
   static_assert(kSharedBytes <= 227u * 1024u,
                 "BackwardConfig: the backward scan needs more than 227 KB of shared memory per CTA; use a smaller "
                 "TimeChunk or WidthTile");
+};
+
+//! The regions of ScanLayout<Config, OneChunk> in a CTA's shared memory, as typed pointers.
+template <class Config, bool OneChunk>
+struct ScanTiles {
+  using Element = typename Config::Element;
+  using Layout = ScanLayout<Config, OneChunk>;
+  Element* weights;
+  float* bias;
+  Element* inputs;  //!< the input stages
+  Element* dy;      //!< the dy stages
+  float* gates;
+  float* x;
+  float* a_bar;
+  float* u;  //!< u, then h_{t-1}
+  float* dh;
+  std::uint8_t* reset_flags;  //!< the reset-flag stages
+  float* partials;
+
+  static __device__ __forceinline__ ScanTiles carve(unsigned char* shared) {
+    return {reinterpret_cast<Element*>(shared + Layout::kWeightOffset),
+            reinterpret_cast<float*>(shared + Layout::kBiasOffset),
+            reinterpret_cast<Element*>(shared + Layout::kInputOffset),
+            reinterpret_cast<Element*>(shared + Layout::kDyOffset),
+            reinterpret_cast<float*>(shared + Layout::kGateOffset),
+            reinterpret_cast<float*>(shared + Layout::kXOffset),
+            reinterpret_cast<float*>(shared + Layout::kABarOffset),
+            reinterpret_cast<float*>(shared + Layout::kUOffset),
+            reinterpret_cast<float*>(shared + Layout::kDhOffset),
+            reinterpret_cast<std::uint8_t*>(shared + Layout::kResetOffset),
+            reinterpret_cast<float*>(shared + Layout::kPartialOffset)};
+  }
 };
 
 //! Issue the cp.async of one chunk's inputs (rows [chunk_start, chunk_start + C) of the sequence) into `inputs`
@@ -182,17 +241,18 @@ __global__ void __launch_bounds__(Config::kThreads)
   constexpr int kResetStride = static_cast<int>(Layout::kResetBytes);
 
   extern __shared__ __align__(128) unsigned char shared[];
-  Element* weights = reinterpret_cast<Element*>(shared + Layout::kWeightOffset);
-  float* bias = reinterpret_cast<float*>(shared + Layout::kBiasOffset);
-  Element* input_stages = reinterpret_cast<Element*>(shared + Layout::kInputOffset);
-  Element* dy_stages = reinterpret_cast<Element*>(shared + Layout::kDyOffset);
-  float* gates = reinterpret_cast<float*>(shared + Layout::kGateOffset);
-  float* x_tile = reinterpret_cast<float*>(shared + Layout::kXOffset);
-  float* a_bar_tile = reinterpret_cast<float*>(shared + Layout::kABarOffset);
-  float* u_tile = reinterpret_cast<float*>(shared + Layout::kUOffset);  // u, then h_{t-1}
-  float* dh_tile = reinterpret_cast<float*>(shared + Layout::kDhOffset);
-  std::uint8_t* reset_stages = reinterpret_cast<std::uint8_t*>(shared + Layout::kResetOffset);
-  float* partials = reinterpret_cast<float*>(shared + Layout::kPartialOffset);
+  const backward_detail::ScanTiles<Config, false> tiles = backward_detail::ScanTiles<Config, false>::carve(shared);
+  Element* weights = tiles.weights;
+  float* bias = tiles.bias;
+  Element* input_stages = tiles.inputs;
+  Element* dy_stages = tiles.dy;
+  float* gates = tiles.gates;
+  float* x_tile = tiles.x;
+  float* a_bar_tile = tiles.a_bar;
+  float* u_tile = tiles.u;  // u, then h_{t-1}
+  float* dh_tile = tiles.dh;
+  std::uint8_t* reset_stages = tiles.reset_flags;
+  float* partials = tiles.partials;
 
   if (device_checks_failed(p.checks)) return;  // a bad index tensor: write nothing
 
@@ -204,12 +264,7 @@ __global__ void __launch_bounds__(Config::kThreads)
 
   const SequenceExtent extent =
       sequence_extent(p.cu_seqlens, p.seq_len, p.num_tokens, p.state_index, p.num_state_rows, n);
-  if (extent.skip) {
-    // Nothing of the sequence is read or written, but the ordered sum of d a_param reads every sequence's
-    // partial row: this one adds exactly nothing.
-    for (int c = thread; c < kWT; c += Config::kThreads) p.da_param_partial[n * W + col0 + c] = 0.0f;
-    return;
-  }
+  if (extent.skip) return;  // nothing of the sequence is read or written (its partial rows stay zero)
   const std::int64_t begin = extent.begin;
   const std::int64_t length = extent.length;
   const std::int64_t state_row = extent.state_row;
@@ -243,6 +298,7 @@ __global__ void __launch_bounds__(Config::kThreads)
   }
 
   const int num_chunks = static_cast<int>((length + kC - 1) / kC);
+  const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
 
   // Fused: where the CTA's channels sit in their block, and the block's x columns it stages.
   const detail::TileColumns columns = detail::tile_columns<PairedForward>(col0);
@@ -310,61 +366,207 @@ __global__ void __launch_bounds__(Config::kThreads)
       backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, dh_channel, dh_next, a_bar_next);
     __syncthreads();
 
-    // ---- (D) gradients of every token and channel ------------------------------------------------------------
+    // ---- (D) gradients of every token and channel, and the chunk's d a_param ----------------------------------
 #pragma unroll
-    for (int row_step = 0; row_step < kRowsPerThread; ++row_step) {
-      const int r = row0 + row_step * kRowStep;
-      if (r >= valid) break;
-      const bool reset = staged.is_reset(r);
-      const float4 h_prev = *reinterpret_cast<const float4*>(u_tile + r * kWT + q);
-      const float4 dh = *reinterpret_cast<const float4*>(dh_tile + r * kWT + q);
-      const float h_prev_v[kV] = {h_prev.x, h_prev.y, h_prev.z, h_prev.w};
-      const float dh_v[kV] = {dh.x, dh.y, dh.z, dh.w};
-      float dx[kV], dgx[kV], dga[kV];
-#pragma unroll
-      for (int v = 0; v < kV; ++v) {
-        float gx, ga;
-        staged.gate_logits(r, v, gx, ga);
-        float x;
-        if constexpr (Config::kFused) {
-          x = x_tile[r * kWT + q + v];
-        } else {
-          x = staged.x(r, v);
-        }
-        const TokenGateGrads g = token_gate_grads(x, gx, ga, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
-        dx[v] = g.dx;
-        dgx[v] = g.dgx;
-        dga[v] = g.dga;
-        da_sum[v] += g.da_param_sum;
-      }
-      const std::int64_t offset = (begin + chunk_start + r) * W + col0 + q;
-      if constexpr (Config::kFused) {
-        *reinterpret_cast<float4*>(p.dx_direct_f32 + offset) = make_float4(dx[0], dx[1], dx[2], dx[3]);
-        *reinterpret_cast<float4*>(p.dgx_f32 + offset) = make_float4(dgx[0], dgx[1], dgx[2], dgx[3]);
-        *reinterpret_cast<float4*>(p.dga_f32 + offset) = make_float4(dga[0], dga[1], dga[2], dga[3]);
-      } else {
-        store_vector<Element, kV>(p.dx + offset, dx);
-        store_vector<Element, kV>(p.dgx + offset, dgx);
-        store_vector<Element, kV>(p.dga + offset, dga);
-      }
-    }
+    for (int v = 0; v < kV; ++v) da_sum[v] = 0.0f;
+    backward_detail::chunk_gradients<Config, kRowsPerThread, kRowStep>(
+        staged, log_a_coeff, row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W,
+        da_sum);
     __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
+    backward_detail::tile_da_param<Config>(da_sum, partials,
+                                           p.da_param_partial + checkpoint_row(begin, n, chunk, kC) * W + col0,
+                                           thread);
   }
 
-  // ---- dh0 and the d a_param partial ------------------------------------------------------------------------
+  // ---- dh0 -----------------------------------------------------------------------------------------------------
   // An empty sequence passes dh_final through: a_bar_next is still 1.
   if (dh_thread && p.dh0 != nullptr)
     p.dh0[state_row * W + col0 + dh_channel] = initial_state_gradient(a_bar_next, dh_next);
+}
 
-  *reinterpret_cast<float4*>(partials + thread * kV) = make_float4(da_sum[0], da_sum[1], da_sum[2], da_sum[3]);
-  __syncthreads();
-  for (int c = thread; c < kWT; c += Config::kThreads) {
-    // Channel c lives in slot c % 4 of threads c / 4, c / 4 + kThreadsPerRow, ...: summed in thread order.
-    float sum = 0.0f;
-    for (int source = c / kV; source < Config::kThreads; source += Config::kThreadsPerRow)
-      sum += partials[source * kV + c % kV];
-    p.da_param_partial[n * W + col0 + c] = sum;
+
+namespace backward_detail {
+
+//! The chunk a chunked-scan ticket names, in reverse: a sequence's chunk j + 1 always holds a smaller ticket than
+//! its chunk j, so a CTA only waits for a CTA that is already running (block/chained_carry.cuh). Dense batches:
+//! chunk-major from the last chunk row; packed batches: slot-major from the last slot, the sequence found by
+//! bisection as the forward's locate_chunk does. A ticket may name a slot without a chunk (j < 0 or past the
+//! sequence): that CTA publishes its slot's carry and leaves.
+struct ReverseChunkWork {
+  std::int64_t n;     //!< sequence
+  int tile;           //!< width tile
+  std::int64_t j;     //!< chunk within the sequence
+  std::int64_t slot;  //!< checkpoint row of the chunk: its carry word and its d a_param partial row
+};
+
+template <int kChunk, class Element>
+__device__ __forceinline__ ReverseChunkWork locate_reverse_chunk(const ChunkedBackwardScanParams<Element>& p,
+                                                                 std::int64_t ticket) {
+  const BackwardScanParams<Element>& s = p.scan;
+  const std::int64_t tiles = s.width_tiles;
+  ReverseChunkWork w;
+  if (s.cu_seqlens == nullptr) {
+    const std::int64_t per_row = p.num_sequences * tiles;
+    w.j = p.chunks_per_sequence - 1 - ticket / per_row;
+    const std::int64_t rest = ticket % per_row;
+    w.n = rest / tiles;
+    w.tile = static_cast<int>(rest % tiles);
+    w.slot = checkpoint_row(w.n * s.seq_len, w.n, w.j, kChunk);
+    return w;
   }
+  w.slot = p.rows - 1 - ticket / tiles;
+  w.tile = static_cast<int>(ticket % tiles);
+  w.n = sequence_of_slot(s.cu_seqlens, p.num_sequences, w.slot, kChunk);
+  w.j = w.slot - checkpoint_row(s.cu_seqlens[w.n], w.n, 0, kChunk);
+  return w;
+}
+
+}  // namespace backward_detail
+
+//! The chunked backward scan: one CTA per (chunk slot, width tile) ticket, in any grid shape. Each CTA runs the
+//! sequential kernel's phases on its one chunk: (A), (P), (B) and the forward replay from the chunk's checkpoint in
+//! parallel with every other chunk; then its reverse recurrence from the carry chunk j + 1 publishes (dh_final in
+//! the last chunk), and it publishes its own for chunk j - 1 (chunk 0 writes dh0); then (D). The reverse steps are
+//! the sequential kernel's, token by token in the same order on the same inputs: dx, dgx, dga and dh0 keep its bits
+//! whatever the grid or the order in which CTAs run, and so does d a_param: this CTA's chunk partial (row `slot`)
+//! is summed as the sequential kernel sums it, and the ordered sum adds the rows in order.
+//!
+//! dh_final and dh0 must not alias here (the chunk that reads dh_final and the chunk that writes dh0 are different
+//! CTAs): the operator passes a copy of dh_final when they do.
+template <class Config>
+__global__ void __launch_bounds__(Config::kThreads)
+    chunked_backward_scan_kernel(const ChunkedBackwardScanParams<typename Config::Element> cp) {
+  using PairedForward = typename Config::PairedForward;
+  using Element = typename Config::Element;
+  using Layout = backward_detail::ScanLayout<Config, true>;
+  constexpr int kC = Config::kTimeChunk;
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kV = Config::kChannelVector;
+  constexpr ResetMode kMode = Config::ResetPolicy::kMode;
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  const backward_detail::ScanTiles<Config, true> tiles = backward_detail::ScanTiles<Config, true>::carve(shared);
+  Element* weights = tiles.weights;
+  float* bias = tiles.bias;
+  Element* inputs = tiles.inputs;
+  Element* dy_tile = tiles.dy;
+  float* gates = tiles.gates;
+  float* x_tile = tiles.x;
+  float* a_bar_tile = tiles.a_bar;
+  float* u_tile = tiles.u;  // u, then h_{t-1}
+  float* dh_tile = tiles.dh;
+  std::uint8_t* reset_flags = tiles.reset_flags;
+  float* partials = tiles.partials;
+
+  const BackwardScanParams<Element>& p = cp.scan;
+  // Bad index tensors: every CTA leaves before taking a ticket, so none waits for another.
+  if (device_checks_failed(p.checks)) return;
+  const int thread = static_cast<int>(threadIdx.x);
+  const auto ticket = static_cast<std::int64_t>(
+      take_chunk_ticket(cp.ticket_counter, reinterpret_cast<unsigned long long*>(shared + Layout::kTicketOffset)));
+  if (ticket >= cp.tickets) return;  // the rounding of a two-dimensional grid: no chunk, nobody waits for it
+  const backward_detail::ReverseChunkWork work = backward_detail::locate_reverse_chunk<kC>(cp, ticket);
+  const std::int64_t W = p.width;
+  const std::int64_t col0 = static_cast<std::int64_t>(work.tile) * kWT;
+  unsigned long long* const slot_words = cp.carry_words + work.slot * W + col0;
+
+  const SequenceExtent extent =
+      sequence_extent(p.cu_seqlens, p.seq_len, p.num_tokens, p.state_index, p.num_state_rows, work.n);
+  const std::int64_t num_chunks = (extent.length + kC - 1) / kC;
+  if (extent.skip || work.j < 0 || work.j >= num_chunks) {
+    // No chunk here: publish the slot's carry all the same, so that no waiter spins even on offsets the unchecked
+    // path does not trust. An empty sequence passes dh_final through to dh0 (as the sequential kernel does).
+    const bool empty_sequence = !extent.skip && extent.length == 0 && work.j == 0;
+    for (int c = thread; c < kWT; c += Config::kThreads) {
+      if (empty_sequence && p.dh0 != nullptr) {
+        const std::int64_t row = extent.state_row * W + col0 + c;
+        p.dh0[row] = initial_state_gradient(1.0f, p.dh_final != nullptr ? p.dh_final[row] : 0.0f);
+      }
+      publish_reverse_carry(slot_words + c, 0.0f, false);
+    }
+    return;
+  }
+  const std::int64_t begin = extent.begin;
+  const std::int64_t length = extent.length;
+  const std::int64_t chunk_start = work.j * kC;
+  const int valid = static_cast<int>(length - chunk_start < kC ? length - chunk_start : kC);
+  const bool last_chunk = work.j == num_chunks - 1;
+  if (p.live_tokens != nullptr && work.tile == 0) {
+    for (int r = thread; r < valid; r += Config::kThreads) p.live_tokens[begin + chunk_start + r] = 1;
+  }
+
+  // Roles in (C), as in the sequential kernel.
+  const bool h_thread = thread < kWT;
+  const int dh_channel = Config::kConcurrentRecurrences ? thread - Config::kDhThreadOffset : thread;
+  const bool dh_thread = dh_channel >= 0 && dh_channel < kWT;
+
+  constexpr int kRowStep = Config::kThreads / Config::kThreadsPerRow;
+  constexpr int kRowsPerThread = (kC + kRowStep - 1) / kRowStep;
+  const int q = (thread % Config::kThreadsPerRow) * kV;
+  const int row0 = thread / Config::kThreadsPerRow;
+  float log_a_coeff[kV];
+  float da_sum[kV];
+#pragma unroll
+  for (int v = 0; v < kV; ++v) {
+    log_a_coeff[v] = log_a_coefficient(p.a_param[col0 + q + v]);
+    da_sum[v] = 0.0f;
+  }
+
+  // ---- (A) the chunk's inputs, the checkpoint, dh_final in the last chunk ----------------------------------
+  const detail::TileColumns columns = detail::tile_columns<PairedForward>(col0);
+  if constexpr (Config::kFused) {
+    detail::load_weights<PairedForward>(p.Wx, p.Wa, weights, columns.block, columns.col_in_block, thread);
+    detail::load_bias<PairedForward>(p.bx, p.ba, bias, columns.block, columns.col_in_block, thread);
+  }
+  backward_detail::load_backward_chunk<Config>(p, inputs, dy_tile, reset_flags, begin, chunk_start, length,
+                                               columns.input_col0, col0, thread);
+  cp_async_commit();
+  float carry = 0.0f;  // the forward's fp32 state entering this chunk
+  if (h_thread) carry = p.checkpoints[checkpoint_row(begin, work.n, work.j, kC) * W + col0 + thread];
+  float dh_next = 0.0f;  // the reverse carry: dh of the next token and its a_bar
+  float a_bar_next = 1.0f;
+  if (dh_thread && last_chunk && p.dh_final != nullptr) dh_next = p.dh_final[extent.state_row * W + col0 + dh_channel];
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // ---- (P) fused: the forward's own projection ----------------------------------------------------------------
+  if constexpr (Config::kFused) {
+    project_chunk<PairedForward>(inputs, weights, bias, gates, thread);
+    __syncthreads();
+  }
+  const backward_detail::StagedChunk<Config> staged{inputs, gates, reset_flags, chunk_start, columns.col_in_block, q};
+
+  // ---- (B) a_bar, u of every token and channel of the tile ----------------------------------------------------
+  backward_detail::chunk_gates<Config, kRowsPerThread, kRowStep>(staged, log_a_coeff, row0, valid, a_bar_tile,
+                                                                  u_tile, x_tile);
+  __syncthreads();
+
+  // ---- (C) the replay from the checkpoint; the reverse recurrence on the chain --------------------------------
+  if (h_thread) backward_detail::replay_chunk<Config>(u_tile, a_bar_tile, carry, valid, thread);
+  if (dh_thread) {
+    if (!last_chunk) {
+      // Chunk j + 1's term a_bar · dh, as if its first token were this chunk's next: reverse_step then adds
+      // 1 · term = term, or takes dy alone after a reset.
+      const ReverseCarry next = acquire_reverse_carry(slot_words + W + dh_channel);
+      a_bar_next = next.reset ? kResetABar : 1.0f;
+      dh_next = next.term;
+    }
+    backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, dh_channel, dh_next, a_bar_next);
+    // Chunk 0 publishes too: with offsets the unchecked path does not trust, another sequence's chunk may wait on
+    // this slot, and must not wait for ever.
+    publish_reverse_carry(slot_words + dh_channel, detail::mul_rn(a_bar_next, dh_next),
+                          kMode == ResetMode::kFlags && is_reset_a_bar(a_bar_next));
+    if (work.j == 0 && p.dh0 != nullptr)
+      p.dh0[extent.state_row * W + col0 + dh_channel] = initial_state_gradient(a_bar_next, dh_next);
+  }
+  __syncthreads();
+
+  // ---- (D) gradients of every token and channel, and the chunk's d a_param --------------------------------------
+  const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
+  backward_detail::chunk_gradients<Config, kRowsPerThread, kRowStep>(
+      staged, log_a_coeff, row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W, da_sum);
+  __syncthreads();
+  backward_detail::tile_da_param<Config>(da_sum, partials, p.da_param_partial + work.slot * W + col0, thread);
 }
 
 #endif  // __CUDACC__

@@ -60,10 +60,13 @@
 #include "hawk/core/status.hpp"
 #include "hawk/core/workspace.hpp"
 #include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/checkpoint_layout.hpp"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/kernels/backward_projection_kernels.cuh"
 #include "hawk/rglru/kernels/backward_scan_kernel.cuh"
 #include "hawk/rglru/kernels/ordered_sum_kernel.cuh"
+#include "hawk/rglru/modes.hpp"
+#include "hawk/rglru/operators/chained_launch.cuh"
 #include "hawk/rglru/operators/checks.hpp"
 #include "hawk/rglru/operators/index_checks.cuh"
 #include "hawk/rglru/operators/lowering.hpp"
@@ -84,7 +87,11 @@ inline bool backward_needs_live_tokens(const BackwardArguments& args) {
 struct BackwardWorkspaceLayout {
   static constexpr std::size_t kAlignment = kWorkspaceAlignment;
   DeviceCheckLayout checks;                                // offset 0: the check word, the claim table
-  std::size_t da_param_partial = 0;                        // [N, W] fp32
+  std::size_t da_param_partial = 0;                        // [rows, W] fp32: one row per chunk slot
+  std::int64_t chunk_rows = 0;                             // rows: the chunked scan's slots (checkpoint rows)
+  std::size_t chain_counter = 0, chain_words = 0;          // the chunked scan's ticket counter, [rows, W] words
+  std::size_t chain_bytes = 0;                             // from chain_counter to the partials' end: cleared
+  std::size_t dh_final_copy = 0, dh_final_copy_bytes = 0;  // dh0 == dh_final: [state rows, W] fp32
   std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [T, W] fp32 each
   std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w]
   std::size_t dbx_partial = 0, dba_partial = 0;            // fused: [S, W]
@@ -92,8 +99,10 @@ struct BackwardWorkspaceLayout {
   std::int64_t segments = 0;                               // S
   std::size_t total = 0;
 
-  //! The layout for `args` and a weight-gradient segment of `segment_tokens` tokens.
-  static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens) {
+  //! The layout for `args`, a weight-gradient segment of `segment_tokens` tokens and chunks of `time_chunk`
+  //! tokens. It holds what either scan kernel needs, so that the kernel's choice never changes the size.
+  static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens,
+                                      std::int64_t time_chunk) {
     const ProblemShape& s = args.shape;
     // Meaningless (negative) sizes count as 0: can_implement rejects them; the size must stay finite.
     auto size = [](std::int64_t value) { return static_cast<std::size_t>(value > 0 ? value : 0); };
@@ -104,7 +113,20 @@ struct BackwardWorkspaceLayout {
     l.checks = DeviceCheckLayout::of(s, args.state_index);
     WorkspaceCarver carver(nullptr, l.checks.bytes);
     auto take = [&](std::size_t bytes) { return carver.take_bytes(bytes); };
-    l.da_param_partial = take(N * W * sizeof(float));
+    // The chunked scan's counter and carry words, then the d a_param partials (one row per chunk slot, both
+    // scan kernels): one memset clears all three.
+    l.chunk_rows = checkpoint_rows(s.num_tokens > 0 ? s.num_tokens : 0, s.num_sequences > 0 ? s.num_sequences : 0,
+                                   time_chunk);
+    const std::size_t rows = size(l.chunk_rows);
+    l.chain_counter = take(sizeof(unsigned long long));
+    l.chain_words = take(rows * W * sizeof(unsigned long long));
+    l.da_param_partial = take(rows * W * sizeof(float));
+    l.chain_bytes = carver.bytes() - l.chain_counter;
+    if (args.dh0 != nullptr && args.dh0 == args.dh_final) {
+      const std::int64_t state_rows = args.state_index != nullptr ? s.num_state_rows : s.num_sequences;
+      l.dh_final_copy_bytes = size(state_rows) * W * sizeof(float);
+      l.dh_final_copy = take(l.dh_final_copy_bytes);
+    }
     if (args.mode == GateMode::kFused) {
       l.segments = static_cast<std::int64_t>((T + static_cast<std::size_t>(segment_tokens) - 1) /
                                              static_cast<std::size_t>(segment_tokens));
@@ -126,12 +148,16 @@ struct BackwardWorkspaceLayout {
   }
 };
 
-template <class Config_>
+template <class Config_, BackwardScan Scan_ = BackwardScan::kAuto>
 class Backward {
  public:
   using Config = Config_;
   using Element = typename Config::Element;
   using Layout = backward_detail::ScanLayout<Config>;
+  using ChunkLayout = backward_detail::ScanLayout<Config, true>;
+  static constexpr BackwardScan kScan = Scan_;
+  //! The chunked scan's tickets and grid (one CTA per ticket).
+  using Chain = ChainedLaunch<Config::kTimeChunk, Config::kWidthTile>;
 
   //! Everything checkable without touching device memory. Success means `run` launches, given enough
   //! workspace (the device checks, when they run, may still stop the kernels from writing).
@@ -159,7 +185,49 @@ class Backward {
     // Compared by division: the product of two large int64 values would overflow (undefined).
     HAWK_REQUIRE(s.width / Config::kWidthTile <= INT32_MAX / s.num_sequences, StatusCode::kInvalidArgument,
                  "num_sequences * W / WidthTile exceeds the grid limit 2^31 - 1");
-    return check_shared_memory(Layout::kSharedBytes);
+    if constexpr (kScan == BackwardScan::kChunked) {
+      HAWK_RETURN_IF_ERROR(check_chunk_tickets(s));
+      return check_shared_memory(ChunkLayout::kSharedBytes);
+    } else {
+      return check_shared_memory(Layout::kSharedBytes);
+    }
+  }
+
+  //! The chunked scan's tickets: a dense batch has N · max(1, ceil(L / TimeChunk)) chunk slots (an empty
+  //! sequence's slot still writes its dh0), a packed one every checkpoint row; each times W / WidthTile.
+  static std::int64_t chunk_tickets(const ProblemShape& s) {
+    const std::int64_t tiles = s.width / Config::kWidthTile;
+    if (s.packed()) return checkpoint_rows(s.num_tokens, s.num_sequences, Config::kTimeChunk) * tiles;
+    return s.num_sequences * dense_chunks_per_sequence(s) * tiles;
+  }
+
+  //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequential
+  //! grid (N · W / WidthTile CTAs) fills at most three quarters of the CTAs the device runs at once and the
+  //! sequences are longer than one chunk on average: there the sequential kernel leaves SMs idle while the chunked
+  //! one spreads the chunks over all of them. Any query failure chooses the sequential kernel. Never changes a row
+  //! gradient's bits.
+  static bool runs_chunked_scan(const BackwardArguments& args) {
+    if constexpr (kScan != BackwardScan::kAuto) {
+      (void)args;
+      return kScan == BackwardScan::kChunked;
+    } else {
+      const ProblemShape& s = args.shape;
+      if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
+      if (!check_chunk_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
+      int multiprocessors = 0, shared_per_multiprocessor = 0;
+      if (!device_multiprocessor_count(multiprocessors).ok() ||
+          !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
+        return false;
+      const std::int64_t by_shared = static_cast<std::int64_t>(shared_per_multiprocessor) /
+                                     static_cast<std::int64_t>(Layout::kSharedBytes + 1024);
+      const std::int64_t by_threads = 2048 / Config::kThreads;
+      const std::int64_t per_multiprocessor = by_shared < by_threads ? by_shared : by_threads;
+      const double ctas =
+          static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
+      const double resident = static_cast<double>(multiprocessors) *
+                              static_cast<double>(per_multiprocessor > 1 ? per_multiprocessor : 1);
+      return 4.0 * ctas <= 3.0 * resident;
+    }
   }
 
   //! Bytes of workspace `run` needs (see the file comment for the layout).
@@ -195,7 +263,12 @@ class Backward {
       scan.dx_direct_f32 = reinterpret_cast<float*>(base + ws.dx_direct);
       scan.live_tokens = live_tokens;
     }
-    {
+    // Every chunk slot's partial row starts at zero (slots without a chunk add nothing to the ordered sum), and
+    // the chunked scan's counter and flags with it.
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.chain_counter, 0, ws.chain_bytes, stream));
+    if (runs_chunked_scan(args)) {
+      HAWK_RETURN_IF_ERROR(launch_chunked_scan(args, ws, base, scan, stream));
+    } else {
       const auto kernel = backward_scan_kernel<Config>;
       HAWK_RETURN_IF_ERROR(KernelSharedMemory<Backward>::ensure(kernel, Layout::kSharedBytes));
       const auto ctas = static_cast<unsigned int>(s.num_sequences * scan.width_tiles);
@@ -205,7 +278,7 @@ class Backward {
 
     OrderedSumJobs jobs;
     jobs.checks = checks;
-    jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, s.num_sequences, args.a_param, args.da_param};
+    jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, ws.chunk_rows, args.a_param, args.da_param};
     jobs.num_jobs = 1;
 
     // (2) fused: the block-diagonal products
@@ -267,9 +340,51 @@ class Backward {
     return end_checked_run("hawk::rglru::ordered_sum_kernel", checks, s, stream);
   }
 
+  //! The chunked scan on `stream` (run() cleared the chain's counter and words): dh_final copied when dh0 aliases it (the chunk that reads it and the chunk that writes dh0 are different CTAs), then
+  //! one CTA per ticket.
+  static Status launch_chunked_scan(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
+                                    unsigned char* base, const BackwardScanParams<Element>& scan,
+                                    cudaStream_t stream) {
+    ChunkedBackwardScanParams<Element> chunked;
+    chunked.scan = scan;
+    if (ws.dh_final_copy_bytes != 0) {
+      float* copy = reinterpret_cast<float*>(base + ws.dh_final_copy);
+      HAWK_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(copy, args.dh_final, ws.dh_final_copy_bytes, cudaMemcpyDeviceToDevice, stream));
+      chunked.scan.dh_final = copy;
+    }
+    const ProblemShape& s = args.shape;
+    chunked.num_sequences = s.num_sequences;
+    chunked.chunks_per_sequence = dense_chunks_per_sequence(s);
+    chunked.rows = ws.chunk_rows;
+    chunked.tickets = chunk_tickets(s);
+    chunked.ticket_counter = reinterpret_cast<unsigned long long*>(base + ws.chain_counter);
+    chunked.carry_words = reinterpret_cast<unsigned long long*>(base + ws.chain_words);
+    if (chunked.tickets == 0) return Status::success();  // no sequence: nothing to scan, the partials are zero
+    const auto kernel = chunked_backward_scan_kernel<Config>;
+    HAWK_RETURN_IF_ERROR(KernelSharedMemory<ChunkLayout>::ensure(kernel, ChunkLayout::kSharedBytes));
+    kernel<<<Chain::one_cta_per_ticket(chunked.tickets), Config::kThreads, ChunkLayout::kSharedBytes, stream>>>(
+        chunked);
+    return last_launch_status("hawk::rglru::chunked_backward_scan_kernel");
+  }
+
+  //! Chunks of each sequence of a dense batch in the chunked scan (an empty one still has its slot).
+  static std::int64_t dense_chunks_per_sequence(const ProblemShape& s) {
+    const std::int64_t chunks = (s.seq_len + Config::kTimeChunk - 1) / Config::kTimeChunk;
+    return chunks > 1 ? chunks : 1;
+  }
+
+  //! The chunked scan's grid limit, a host check.
+  static Status check_chunk_tickets(const ProblemShape& s) {
+    HAWK_REQUIRE(chunk_tickets(s) <= Chain::kMaxTickets, StatusCode::kInvalidArgument,
+                 "chunks x W / " + std::to_string(Config::kWidthTile) +
+                     " exceeds the chunked backward scan's grid limit (2^31 - 1) x 65535");
+    return Status::success();
+  }
+
   //! The workspace layout for `args`.
   static BackwardWorkspaceLayout layout(const BackwardArguments& args) {
-    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment);
+    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk);
   }
 
   //! The scan kernel's parameters for `args` (after can_implement succeeded) and the call's device-check word

@@ -1,0 +1,138 @@
+// The chunked backward scan (chunked_backward_scan_kernel, Backward<Config, BackwardScan::kChunked>) against the
+// sequential one where their paths differ most: a state pool updated in place (dh0 == dh_final: the chunk that
+// reads dh_final and the chunk that writes dh0 are different CTAs), padding slots, the device checks off with
+// offsets out of range (slots without a chunk must still publish, or a waiter would spin for ever), and repeat runs.
+// Every gradient must be bitwise the sequential scan's, with a control that shows the comparison can fail. (The
+// float64 reference and the sequential scan's bits over every dtype, mode, block width, reset policy and length:
+// check_one in backward_support.cuh.)
+#include "backward_support.cuh"
+
+#include <algorithm>
+
+namespace {
+
+using namespace rglru_backward_test;
+using hawk::rglru::BackwardScan;
+using E = __nv_bfloat16;
+using Bytes = std::vector<unsigned char>;
+
+bool poisoned(const Bytes& bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 0xFF; });
+}
+
+Bytes rows_of(const Bytes& bytes, std::int64_t begin, std::int64_t end, std::size_t row_bytes) {
+  return Bytes(bytes.begin() + static_cast<std::ptrdiff_t>(begin * static_cast<std::int64_t>(row_bytes)),
+               bytes.begin() + static_cast<std::ptrdiff_t>(end * static_cast<std::int64_t>(row_bytes)));
+}
+
+//! What one backward call left behind: every gradient and the state pool it updated in place.
+struct Outcome {
+  HostGradients gradients;
+  Bytes pool;
+};
+
+template <class Forward, BackwardScan Scan>
+Outcome backward_in_place(const Problem& p, const Upstream& u, DeviceProblem<E>& d,
+                          const std::vector<std::int32_t>& slots, const std::vector<double>& pool) {
+  DeviceGradients<E> g(p, u);
+  thrust::device_vector<std::int32_t> state_index(slots.begin(), slots.end());
+  thrust::device_vector<float> dh_pool = hawk_test::to_device<float>(pool);
+  BackwardArguments a = g.arguments(p, d);
+  a.state_index = hawk_test::raw(state_index);
+  a.shape.num_state_rows = static_cast<std::int64_t>(pool.size()) / p.width;
+  a.dh_final = hawk_test::raw(dh_pool);
+  a.dh0 = hawk_test::raw(dh_pool);
+  const hawk::Status status = run_backward<Forward, Scan>(a, g.workspace);
+  INFO("backward: " << status.to_string());
+  REQUIRE(status.ok());
+  return {g.download(), hawk_test::bytes_of(dh_pool)};
+}
+
+template <GateMode Mode>
+void check_in_place_pool_and_padding() {
+  using Forward = ShippedForward<E, hawk::rglru::ResetFlags, Mode, 64>;
+  INFO("mode=" << rglru_test::mode_name(Mode));
+  const std::int64_t W = 128, H = 2, S = 6;
+  // Several chunks, an empty sequence, one exactly a chunk, a chunk + 1, one token; slot -1 pads sequence 1.
+  const std::vector<std::int64_t> lengths = {300, 0, 64, 129, 1, 200};
+  const std::vector<std::int32_t> slots = {4, -1, 0, 2, 5, 1};
+  const Problem p = rglru_test::make_problem<E>(W, H, lengths, true, Mode, hawk::rglru::ResetMode::kFlags, true);
+  Upstream u = make_upstream<E>(p, false);
+  const std::vector<double> pool =
+      hawk_test::quantize<float>(hawk_test::random_uniform(static_cast<std::size_t>(S * W), -1.0, 1.0,
+                                                           hawk_test::fresh_seed()));
+  DeviceProblem<E> d(p);
+  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
+
+  const Outcome chunked = backward_in_place<Forward, BackwardScan::kChunked>(p, u, d, slots, pool);
+  const Outcome sequential = backward_in_place<Forward, BackwardScan::kSequential>(p, u, d, slots, pool);
+  CHECK(chunked.gradients.all_bytes() == sequential.gradients.all_bytes());
+  CHECK(chunked.pool == sequential.pool);
+  // The padded sequence 1 is empty here; sequence 0's rows were written, the pool's row 3 (named by no slot) kept.
+  const auto row_bytes = static_cast<std::size_t>(W) * sizeof(E);
+  CHECK_FALSE(poisoned(rows_of(chunked.gradients.dx_bytes, 0, 300, row_bytes)));
+  const Bytes before = hawk_test::bytes_of(hawk_test::to_device<float>(pool));
+  CHECK(rows_of(chunked.pool, 3, 4, W * 4) == rows_of(before, 3, 4, W * 4));
+  CHECK_FALSE(rows_of(chunked.pool, 4, 5, W * 4) == rows_of(before, 4, 5, W * 4));  // sequence 0's dh0
+
+  for (int run = 0; run < 3; ++run) {
+    INFO("repeat " << run);
+    const Outcome again = backward_in_place<Forward, BackwardScan::kChunked>(p, u, d, slots, pool);
+    CHECK(again.gradients.all_bytes() == chunked.gradients.all_bytes());
+    CHECK(again.pool == chunked.pool);
+  }
+  // Control: one dy element of sequence 0's third chunk changed: the chunked scan's gradients change.
+  auto& value = u.dy[static_cast<std::size_t>(150 * W + 7)];
+  value = rglru_test::quantize_nudge<E>(value);
+  const Outcome nudged = backward_in_place<Forward, BackwardScan::kChunked>(p, u, d, slots, pool);
+  CHECK_FALSE(nudged.gradients.all_bytes() == sequential.gradients.all_bytes());
+  CHECK_FALSE(nudged.pool == sequential.pool);
+}
+
+template <GateMode Mode>
+void check_offsets_out_of_range() {
+  using Forward = ShippedForward<E, hawk::rglru::ResetAtSequenceStart, Mode, 64>;
+  INFO("mode=" << rglru_test::mode_name(Mode));
+  const std::int64_t W = 128, H = 2;
+  const Problem p = rglru_test::make_problem<E>(W, H, {150, 100, 70}, true, Mode,
+                                                hawk::rglru::ResetMode::kSequenceStart, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p);
+  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
+  // Sequence 1 ends at 400 > T = 320, sequence 2 runs backwards: both skipped; their slots hold no chunk.
+  const std::vector<std::int32_t> cu = {0, 150, 400, 320};
+  thrust::device_vector<std::int32_t> bad_cu(cu.begin(), cu.end());
+  auto run = [&](auto scan) {
+    DeviceGradients<E> g(p, u);
+    BackwardArguments b = g.arguments(p, d);
+    b.shape.cu_seqlens = hawk_test::raw(bad_cu);
+    b.shape.validate_device_inputs = false;
+    const hawk::Status status = run_backward<Forward, decltype(scan)::value>(b, g.workspace);
+    INFO("backward: " << status.to_string());
+    REQUIRE(status.ok());
+    return g.download();
+  };
+  const HostGradients chunked = run(std::integral_constant<BackwardScan, BackwardScan::kChunked>{});
+  const HostGradients sequential = run(std::integral_constant<BackwardScan, BackwardScan::kSequential>{});
+  CHECK(chunked.all_bytes() == sequential.all_bytes());
+  const auto row_bytes = static_cast<std::size_t>(W) * sizeof(E);
+  CHECK(poisoned(rows_of(chunked.dx_bytes, 150, 320, row_bytes)));
+  CHECK_FALSE(poisoned(rows_of(chunked.dx_bytes, 0, 150, row_bytes)));
+  CHECK(poisoned(rows_of(chunked.dh0_bytes, 1, 3, static_cast<std::size_t>(W) * 4)));
+}
+
+}  // namespace
+
+TEST_CASE("the chunked backward scan gives the sequential scan's bits through a state pool updated in place, "
+          "padding slots and repeat runs; a changed dy changes them",
+          "[rglru][backward][chunked_scan][state_pool]") {
+  check_in_place_pool_and_padding<GateMode::kFused>();
+  check_in_place_pool_and_padding<GateMode::kGateLogits>();
+}
+
+TEST_CASE("the chunked backward scan with the device checks off: offsets out of range are skipped, their slots "
+          "still hand on a carry, and the bits are the sequential scan's",
+          "[rglru][backward][chunked_scan][bad_input]") {
+  check_offsets_out_of_range<GateMode::kFused>();
+  check_offsets_out_of_range<GateMode::kGateLogits>();
+}
