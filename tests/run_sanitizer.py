@@ -88,7 +88,7 @@ def run_one(tool, exe, name, logs, timeout, gpus):
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, errors="replace", env=env, timeout=timeout)
         output, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as expired:
         output, code = (expired.stdout or b"").decode(errors="replace") + "\nTIMEOUT\n", -1

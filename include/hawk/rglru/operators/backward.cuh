@@ -201,11 +201,19 @@ class Backward {
     return s.num_sequences * dense_chunks_per_sequence(s) * tiles;
   }
 
-  //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequential
-  //! grid (N · W / WidthTile CTAs) fills at most three quarters of the CTAs the device runs at once and the
-  //! sequences are longer than one chunk on average: there the sequential kernel leaves SMs idle while the chunked
-  //! one spreads the chunks over all of them. Any query failure chooses the sequential kernel. Never changes a row
-  //! gradient's bits.
+  //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequences
+  //! are longer than one chunk on average and the sequential grid (N · W / WidthTile CTAs) has at most 1.5 CTAs
+  //! per SM, so that it leaves most of the GPU idle while the chunked one spreads the chunks over all of it. The
+  //! measurements (H200, bf16, canonical, 2026-12-02, bench/results/2026-12-02-h200-{3048053,1d7c587}/):
+  //! - one long sequence (80 gate-logits or 160 fused sequential CTAs on 132 SMs): the backward alone 2.25x and
+  //!   2.28x in gate-logits mode, 1.08x fused, at (1, 8192, 2560, 10) and (1, 65536, 2560, 10); gate-logits
+  //!   forward+backward 346.0 us at (1, 8192, 2560, 10), from 578.7;
+  //! - full grids (256 or 512 sequential CTAs): fused 0.89-0.90x alone at (4, 2048, 2048, 16) and
+  //!   (16, 1024, 1024, 16) (each chunk reloads its weight tile, and nothing overlaps its loads but the other CTAs
+  //!   of its SM); gate-logits 1.12-1.16x alone but 0.98x and 0.82x after the forward (forward+backward 221.5 and
+  //!   261.0 us against 216.2 and 214.2: the sequential kernel profits more from what the forward left in L2).
+  //! Any query failure chooses the sequential kernel. The choice never changes a bit (the two kernels agree bitwise
+  //! on every gradient: tests/gpu/rglru/backward_support.cuh, check_one).
   static bool runs_chunked_scan(const BackwardArguments& args) {
     if constexpr (kScan != BackwardScan::kAuto) {
       (void)args;
@@ -214,19 +222,10 @@ class Backward {
       const ProblemShape& s = args.shape;
       if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!check_chunk_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
-      int multiprocessors = 0, shared_per_multiprocessor = 0;
-      if (!device_multiprocessor_count(multiprocessors).ok() ||
-          !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
-        return false;
-      const std::int64_t by_shared = static_cast<std::int64_t>(shared_per_multiprocessor) /
-                                     static_cast<std::int64_t>(Layout::kSharedBytes + 1024);
-      const std::int64_t by_threads = 2048 / Config::kThreads;
-      const std::int64_t per_multiprocessor = by_shared < by_threads ? by_shared : by_threads;
-      const double ctas =
-          static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-      const double resident = static_cast<double>(multiprocessors) *
-                              static_cast<double>(per_multiprocessor > 1 ? per_multiprocessor : 1);
-      return 4.0 * ctas <= 3.0 * resident;
+      int multiprocessors = 0;
+      if (!device_multiprocessor_count(multiprocessors).ok()) return false;
+      const double ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
+      return 2.0 * ctas <= 3.0 * static_cast<double>(multiprocessors);
     }
   }
 

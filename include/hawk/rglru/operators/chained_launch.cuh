@@ -4,7 +4,8 @@
 //! their kernels: the chunk tickets of a call and their grid limit, the workspace (the device checks' region, then
 //! the chain's: block/chained_carry.cuh), and the chain's preparation on the stream before every launch (the
 //! ticket counter and the carry flags cleared by a memset, captured in a CUDA graph with the kernel so that every
-//! replay starts from clear flags; the chain's pointers in the kernel's Params).
+//! replay starts from clear flags; the chain's pointers in the kernel's Params). The chunked backward scan
+//! (operators/backward.cuh) takes its grid limit and one-CTA-per-ticket grid from here too.
 
 #include <cuda_runtime_api.h>
 
