@@ -58,10 +58,12 @@
 //! for w in {64, 128, 256} and gate-logits mode for any H, in bf16, fp16 and fp32, for each reset policy; tf32
 //! products with 1 pass for bf16 / fp16 and 3 passes (3xTF32) for fp32.
 //!
-//! Workspace: `backward_workspace_size(args)` bytes (operators/backward.cuh documents the layout): N·W·4 bytes in
-//! gate-logits mode; 12·T·W + N·W·4 + 8·S·(H·w² + W) bytes in fused mode (S = ceil(T / 1024)), plus T bytes of
-//! live-token flags when padding is possible; plus, first, the device checks' word and claim table
-//! (DeviceCheckLayout) when they run.
+//! Workspace: `backward_workspace_size(args)` bytes (operators/backward.cuh documents the layout): 12·R·W bytes in
+//! gate-logits mode (R = T / 64 + N: the chunked scan's carry words and the per-chunk d a_param rows);
+//! 12·T·W + 12·R·W + 8·S·(H·w² + W) bytes in fused mode (S = ceil(T / 1024)), plus T bytes of live-token flags
+//! when padding is possible; plus a copy of dh_final when dh0 aliases it; plus, first, the device checks' word and
+//! claim table (DeviceCheckLayout) when they run. At (1, 8192, 2560, 10) fused: 298 MB, of which 252 MB the
+//! fp32 gate gradients (issue 17's next piece removes them).
 
 #include <cuda_runtime_api.h>
 

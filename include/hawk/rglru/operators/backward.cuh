@@ -29,7 +29,10 @@
 //! returns it), `workspace_size(args)` bytes:
 //! - first, when the device checks run: the check word and the state-slot claim table (DeviceCheckLayout), so
 //!   that `read_device_checks(workspace, stream)` finds the verdict at offset 0;
-//! - both modes: the d a_param partials, N·W·4 bytes;
+//! - both modes: the chunked scan's ticket counter (256 bytes) and reverse carry words, R·W·8 bytes, then the
+//!   d a_param partials, one row per chunk slot, R·W·4 bytes (R = T / TimeChunk + N, the checkpoint rows; both
+//!   scan kernels write the partials, the chain's part only the chunked one); and, when dh0 == dh_final (a state
+//!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
 //! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·T·W·4 = 12·T·W
 //!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
 //!   dbx, dba (2·S·W·4 bytes), S = ceil(T / 1024); and T bytes of live-token flags when a token can belong to
