@@ -1,7 +1,8 @@
 // The chunked backward scan (chunked_backward_scan_kernel, Backward<Config, BackwardScan::kChunked>) against the
 // sequential one where their paths differ most: a state pool updated in place (dh0 == dh_final: the chunk that
 // reads dh_final and the chunk that writes dh0 are different CTAs), padding slots, the device checks off with
-// offsets out of range (slots without a chunk must still publish, or a waiter would spin for ever), and repeat runs.
+// offsets out of range, and out of order (slots without a chunk must still publish, or a waiter would spin for
+// ever), and repeat runs.
 // Every gradient must be bitwise the sequential scan's, with a control that shows the comparison can fail. (The
 // float64 reference and the sequential scan's bits over every dtype, mode, block width, reset policy and length:
 // check_one in backward_support.cuh.)
@@ -48,15 +49,17 @@ Outcome backward_in_place(const Problem& p, const Upstream& u, DeviceProblem<E>&
   return {g.download(), hawk_test::bytes_of(dh_pool)};
 }
 
+//! NoReset, so that every dh0 depends on dh_final through every chunk's carry: the pool's rows then show whether
+//! the copy of dh_final (the chunk that reads it and the chunk that writes dh0 are different CTAs) works.
 template <GateMode Mode>
 void check_in_place_pool_and_padding() {
-  using Forward = ShippedForward<E, hawk::rglru::ResetFlags, Mode, 64>;
+  using Forward = ShippedForward<E, hawk::rglru::NoReset, Mode, 64>;
   INFO("mode=" << rglru_test::mode_name(Mode));
   const std::int64_t W = 128, H = 2, S = 6;
   // Several chunks, an empty sequence, one exactly a chunk, a chunk + 1, one token; slot -1 pads sequence 1.
   const std::vector<std::int64_t> lengths = {300, 0, 64, 129, 1, 200};
   const std::vector<std::int32_t> slots = {4, -1, 0, 2, 5, 1};
-  const Problem p = rglru_test::make_problem<E>(W, H, lengths, true, Mode, hawk::rglru::ResetMode::kFlags, true);
+  const Problem p = rglru_test::make_problem<E>(W, H, lengths, true, Mode, hawk::rglru::ResetMode::kNone, true);
   Upstream u = make_upstream<E>(p, false);
   const std::vector<double> pool =
       hawk_test::quantize<float>(hawk_test::random_uniform(static_cast<std::size_t>(S * W), -1.0, 1.0,
@@ -88,6 +91,21 @@ void check_in_place_pool_and_padding() {
   CHECK_FALSE(nudged.gradients.all_bytes() == sequential.gradients.all_bytes());
 }
 
+//! The backward of `p` (forward already run into `d`) with the scan `Scan` forced, the packed offsets replaced by
+//! `cu` and the device checks off.
+template <class Forward, BackwardScan Scan>
+HostGradients with_offsets(const Problem& p, const Upstream& u, DeviceProblem<E>& d,
+                           thrust::device_vector<std::int32_t>& cu) {
+  DeviceGradients<E> g(p, u);
+  BackwardArguments b = g.arguments(p, d);
+  b.shape.cu_seqlens = hawk_test::raw(cu);
+  b.shape.validate_device_inputs = false;
+  const hawk::Status status = run_backward<Forward, Scan>(b, g.workspace);
+  INFO("backward: " << status.to_string());
+  REQUIRE(status.ok());
+  return g.download();
+}
+
 template <GateMode Mode>
 void check_offsets_out_of_range() {
   using Forward = ShippedForward<E, hawk::rglru::ResetAtSequenceStart, Mode, 64>;
@@ -101,23 +119,38 @@ void check_offsets_out_of_range() {
   // Sequence 1 ends at 400 > T = 320, sequence 2 runs backwards: both skipped; their slots hold no chunk.
   const std::vector<std::int32_t> cu = {0, 150, 400, 320};
   thrust::device_vector<std::int32_t> bad_cu(cu.begin(), cu.end());
-  auto run = [&](auto scan) {
-    DeviceGradients<E> g(p, u);
-    BackwardArguments b = g.arguments(p, d);
-    b.shape.cu_seqlens = hawk_test::raw(bad_cu);
-    b.shape.validate_device_inputs = false;
-    const hawk::Status status = run_backward<Forward, decltype(scan)::value>(b, g.workspace);
-    INFO("backward: " << status.to_string());
-    REQUIRE(status.ok());
-    return g.download();
-  };
-  const HostGradients chunked = run(std::integral_constant<BackwardScan, BackwardScan::kChunked>{});
-  const HostGradients sequential = run(std::integral_constant<BackwardScan, BackwardScan::kSequential>{});
+  const HostGradients chunked = with_offsets<Forward, BackwardScan::kChunked>(p, u, d, bad_cu);
+  const HostGradients sequential = with_offsets<Forward, BackwardScan::kSequential>(p, u, d, bad_cu);
   CHECK(chunked.all_bytes() == sequential.all_bytes());
   const auto row_bytes = static_cast<std::size_t>(W) * sizeof(E);
   CHECK(poisoned(rows_of(chunked.dx_bytes, 150, 320, row_bytes)));
   CHECK_FALSE(poisoned(rows_of(chunked.dx_bytes, 0, 150, row_bytes)));
   CHECK(poisoned(rows_of(chunked.dh0_bytes, 1, 3, static_cast<std::size_t>(W) * 4)));
+}
+
+//! Offsets each in range but out of order, the device checks off (unspecified values): sequence 0's chunk 1 then
+//! waits on a slot the bisection gives to a skipped sequence, whose CTA must still publish, or the call would never
+//! end. Both kernels must return and leave the skipped tokens' rows unwritten.
+template <GateMode Mode>
+void check_slots_of_skipped_sequences_publish() {
+  using Forward = ShippedForward<E, hawk::rglru::ResetFlags, Mode, 64>;
+  INFO("mode=" << rglru_test::mode_name(Mode));
+  const std::int64_t W = 128, H = 2;
+  const Problem p =
+      rglru_test::make_problem<E>(W, H, {256, 0, 0, 64}, true, Mode, hawk::rglru::ResetMode::kFlags, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p);
+  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
+  // First slots cu[n] / 64 + n = 0, 5, 2, 9: slot 2 (sequence 0's chunk 2 by its own offsets) goes to sequence 2,
+  // which ends past T and is skipped.
+  const std::vector<std::int32_t> cu = {0, 256, 0, 400, 320};
+  thrust::device_vector<std::int32_t> bad_cu(cu.begin(), cu.end());
+  const auto row_bytes = static_cast<std::size_t>(W) * sizeof(E);
+  for (const HostGradients& g : {with_offsets<Forward, BackwardScan::kChunked>(p, u, d, bad_cu),
+                                 with_offsets<Forward, BackwardScan::kSequential>(p, u, d, bad_cu)}) {
+    CHECK(poisoned(rows_of(g.dx_bytes, 256, 320, row_bytes)));  // sequence 3's tokens: skipped
+    CHECK_FALSE(poisoned(rows_of(g.dx_bytes, 0, 64, row_bytes)));  // sequence 0's chunk 0 ran
+  }
 }
 
 }  // namespace
@@ -134,4 +167,11 @@ TEST_CASE("the chunked backward scan with the device checks off: offsets out of 
           "[rglru][backward][chunked_scan][bad_input]") {
   check_offsets_out_of_range<GateMode::kFused>();
   check_offsets_out_of_range<GateMode::kGateLogits>();
+}
+
+TEST_CASE("the chunked backward scan with the device checks off and offsets out of order: a skipped sequence's "
+          "slot still hands on a carry, and the call ends",
+          "[rglru][backward][chunked_scan][bad_input]") {
+  check_slots_of_skipped_sequences_publish<GateMode::kFused>();
+  check_slots_of_skipped_sequences_publish<GateMode::kGateLogits>();
 }

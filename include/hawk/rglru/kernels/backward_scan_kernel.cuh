@@ -42,7 +42,8 @@
 //! Bits. dh is advanced as fl(dy + fl(a_bar · dh)) (two roundings, no fused multiply-add): then a sequence run
 //! in two pieces, the second piece's dh0 = fl(a_bar · dh) fed as the first piece's dh_final, gives the same bits
 //! as one call. Every token's gradients and every chunk's d a_param partial depend only on its own sequence:
-//! bitwise batch-invariant, and independent of which kernel ran and of the chunked kernel's grid.
+//! bitwise batch-invariant, and independent of which kernel ran and of the chunked kernel's grid (for offsets in
+//! order; out-of-order offsets with the device checks off give unspecified values, inside the buffers).
 
 #include <cstdint>
 

@@ -23,7 +23,9 @@
 //! nothing to the parameter gradients (they equal the batch's without it, up to the grouping of the partial
 //! sums of dW, db). With the device checks off, a sequence whose offsets or slot are out of range is skipped
 //! the same way (block/sequence_extent.cuh): no kernel reads or writes outside its buffers, whatever the caller
-//! declares.
+//! declares. Offsets each in range but out of order (sequences that overlap) are not detected then: the values
+//! are unspecified (the two scan kernels may differ there, and sequences may share d a_param rows), while every
+//! kernel still stays inside its buffers and ends.
 //!
 //! Workspace (each region 256-byte aligned; the workspace itself must be 256-byte aligned, as cudaMalloc
 //! returns it), `workspace_size(args)` bytes:
@@ -93,7 +95,8 @@ struct BackwardWorkspaceLayout {
   std::size_t da_param_partial = 0;                        // [rows, W] fp32: one row per chunk slot
   std::int64_t chunk_rows = 0;                             // rows: the chunked scan's slots (checkpoint rows)
   std::size_t chain_counter = 0, chain_words = 0;          // the chunked scan's ticket counter, [rows, W] words
-  std::size_t chain_bytes = 0;                             // from chain_counter to the partials' end: cleared
+  std::size_t chain_bytes = 0;                             // the counter and the words (the chunked scan clears)
+  std::size_t partial_bytes = 0;                           // the d a_param partials (every scan clears)
   std::size_t dh_final_copy = 0, dh_final_copy_bytes = 0;  // dh0 == dh_final: [state rows, W] fp32
   std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [T, W] fp32 each
   std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w]
@@ -116,15 +119,16 @@ struct BackwardWorkspaceLayout {
     l.checks = DeviceCheckLayout::of(s, args.state_index);
     WorkspaceCarver carver(nullptr, l.checks.bytes);
     auto take = [&](std::size_t bytes) { return carver.take_bytes(bytes); };
-    // The chunked scan's counter and carry words, then the d a_param partials (one row per chunk slot, both
-    // scan kernels): one memset clears all three.
+    // The chunked scan's counter and carry words (cleared before its launch), then the d a_param partials (one
+    // row per chunk slot, both scan kernels; cleared before every scan).
     l.chunk_rows = checkpoint_rows(s.num_tokens > 0 ? s.num_tokens : 0, s.num_sequences > 0 ? s.num_sequences : 0,
                                    time_chunk);
     const std::size_t rows = size(l.chunk_rows);
     l.chain_counter = take(sizeof(unsigned long long));
     l.chain_words = take(rows * W * sizeof(unsigned long long));
     l.da_param_partial = take(rows * W * sizeof(float));
-    l.chain_bytes = carver.bytes() - l.chain_counter;
+    l.chain_bytes = l.da_param_partial - l.chain_counter;
+    l.partial_bytes = rows * W * sizeof(float);
     if (args.dh0 != nullptr && args.dh0 == args.dh_final) {
       const std::int64_t state_rows = args.state_index != nullptr ? s.num_state_rows : s.num_sequences;
       l.dh_final_copy_bytes = size(state_rows) * W * sizeof(float);
@@ -265,9 +269,8 @@ class Backward {
       scan.dx_direct_f32 = reinterpret_cast<float*>(base + ws.dx_direct);
       scan.live_tokens = live_tokens;
     }
-    // Every chunk slot's partial row starts at zero (slots without a chunk add nothing to the ordered sum), and
-    // the chunked scan's counter and flags with it.
-    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.chain_counter, 0, ws.chain_bytes, stream));
+    // Every chunk slot's partial row starts at zero (slots without a chunk add nothing to the ordered sum).
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.da_param_partial, 0, ws.partial_bytes, stream));
     if (runs_chunked_scan(args)) {
       HAWK_RETURN_IF_ERROR(launch_chunked_scan(args, ws, base, scan, stream));
     } else {
@@ -342,13 +345,15 @@ class Backward {
     return end_checked_run("hawk::rglru::ordered_sum_kernel", checks, s, stream);
   }
 
-  //! The chunked scan on `stream` (run() cleared the chain's counter and words): dh_final copied when dh0 aliases it (the chunk that reads it and the chunk that writes dh0 are different CTAs), then
-  //! one CTA per ticket.
+  //! The chunked scan on `stream`: the chain's counter and words cleared, dh_final copied when dh0 aliases it (the
+  //! chunk that reads it and the chunk that writes dh0 are different CTAs), then one CTA per ticket. Needs N >= 1
+  //! (check_problem_shape): the kernel reads cu_seqlens[n + 1] of the sequence it locates.
   static Status launch_chunked_scan(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                     unsigned char* base, const BackwardScanParams<Element>& scan,
                                     cudaStream_t stream) {
     ChunkedBackwardScanParams<Element> chunked;
     chunked.scan = scan;
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.chain_counter, 0, ws.chain_bytes, stream));
     if (ws.dh_final_copy_bytes != 0) {
       float* copy = reinterpret_cast<float*>(base + ws.dh_final_copy);
       HAWK_RETURN_IF_CUDA_ERROR(
@@ -362,7 +367,6 @@ class Backward {
     chunked.tickets = chunk_tickets(s);
     chunked.ticket_counter = reinterpret_cast<unsigned long long*>(base + ws.chain_counter);
     chunked.carry_words = reinterpret_cast<unsigned long long*>(base + ws.chain_words);
-    if (chunked.tickets == 0) return Status::success();  // no sequence: nothing to scan, the partials are zero
     const auto kernel = chunked_backward_scan_kernel<Config>;
     HAWK_RETURN_IF_ERROR(KernelSharedMemory<ChunkLayout>::ensure(kernel, ChunkLayout::kSharedBytes));
     kernel<<<Chain::one_cta_per_ticket(chunked.tickets), Config::kThreads, ChunkLayout::kSharedBytes, stream>>>(
