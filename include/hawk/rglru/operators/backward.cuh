@@ -121,9 +121,10 @@ struct BackwardWorkspaceLayout {
     auto take = [&](std::size_t bytes) { return carver.take_bytes(bytes); };
     // The chunked scan's counter and carry words (cleared before its launch), then the d a_param partials (one
     // row per chunk slot, both scan kernels; cleared before every scan).
-    l.chunk_rows = checkpoint_rows(s.num_tokens > 0 ? s.num_tokens : 0, s.num_sequences > 0 ? s.num_sequences : 0,
-                                   time_chunk);
-    const std::size_t rows = size(l.chunk_rows);
+    // checkpoint_rows(T, N, chunk), in unsigned arithmetic: the size of unchecked arguments must not overflow.
+    const std::size_t rows = T / static_cast<std::size_t>(time_chunk) + N;
+    constexpr auto kMaxRows = static_cast<std::size_t>(INT64_MAX);
+    l.chunk_rows = static_cast<std::int64_t>(rows < kMaxRows ? rows : kMaxRows);
     l.chain_counter = take(sizeof(unsigned long long));
     l.chain_words = take(rows * W * sizeof(unsigned long long));
     l.da_param_partial = take(rows * W * sizeof(float));
@@ -203,9 +204,9 @@ class Backward {
   //! The chunked scan's tickets: a dense batch has N · max(1, ceil(L / TimeChunk)) chunk slots (an empty
   //! sequence's slot still writes its dh0), a packed one every checkpoint row; each times W / WidthTile.
   static std::int64_t chunk_tickets(const ProblemShape& s) {
-    const std::int64_t tiles = s.width / Config::kWidthTile;
-    if (s.packed()) return checkpoint_rows(s.num_tokens, s.num_sequences, Config::kTimeChunk) * tiles;
-    return s.num_sequences * dense_chunks_per_sequence(s) * tiles;
+    // count_chunk_tickets saturates; a dense length of 0 still counts one chunk.
+    return count_chunk_tickets(s.packed(), s.num_tokens, s.num_sequences, s.seq_len > 1 ? s.seq_len : 1, s.width,
+                               Config::kTimeChunk, Config::kWidthTile);
   }
 
   //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequences
