@@ -1,6 +1,7 @@
 #pragma once
 //! \file
 //! The phases of the backward scan's chunk (kernels/backward_scan_kernel.cuh), as named pieces:
+//! - `ScanThread`: a thread's roles and channels;
 //! - `StagedChunk`: what a thread reads of the staged chunk (x, gx, ga of a token and channel, its reset flag);
 //! - (B) `chunk_gates`: a_bar and u of every token and channel of the tile, into shared tiles;
 //! - (C) `replay_chunk` and `reverse_chunk`: the forward recurrence replayed from the checkpoint, and the reverse
@@ -74,6 +75,33 @@ struct StagedChunk {
     } else {
       return to_float(inputs[r * kIS + q + v]);
     }
+  }
+};
+
+//! What a thread of a scan CTA does, for a tile starting at channel `col0`: in (C), `h` threads replay the forward
+//! (channel = thread) and `dh` threads run the reverse recurrence (channel dh_channel: a whole warp after the h
+//! threads when there are enough threads, so that both recurrences run at once, else the same threads); in (B) and
+//! (D), channels [q, q + 4) of rows row0, row0 + kRowStep, ... (ascending: the order of its d a_param sum; the
+//! loops are unrolled so that the independent rows' math interleaves), with those channels' log_a coefficients.
+template <class Config>
+struct ScanThread {
+  static constexpr int kRowStep = Config::kThreads / Config::kThreadsPerRow;
+  static constexpr int kRowsPerThread = (Config::kTimeChunk + kRowStep - 1) / kRowStep;
+  bool h_thread;
+  int dh_channel;
+  bool dh_thread;
+  int q;
+  int row0;
+  float log_a_coeff[4];
+
+  __device__ __forceinline__ ScanThread(int thread, const float* a_param, std::int64_t col0) {
+    h_thread = thread < Config::kWidthTile;
+    dh_channel = Config::kConcurrentRecurrences ? thread - Config::kDhThreadOffset : thread;
+    dh_thread = dh_channel >= 0 && dh_channel < Config::kWidthTile;
+    q = (thread % Config::kThreadsPerRow) * Config::kChannelVector;
+    row0 = thread / Config::kThreadsPerRow;
+#pragma unroll
+    for (int v = 0; v < Config::kChannelVector; ++v) log_a_coeff[v] = log_a_coefficient(a_param[col0 + q + v]);
   }
 };
 

@@ -105,7 +105,7 @@ template <class Element>
 struct ChunkedBackwardScanParams {
   BackwardScanParams<Element> scan;
   std::int64_t num_sequences = 0;                //!< N
-  std::int64_t chunks_per_sequence = 0;          //!< dense batches: max(1, ceil(L / TimeChunk))
+  std::int64_t chunks_per_sequence = 0;          //!< dense batches: ceil(L / TimeChunk)
   std::int64_t rows = 0;                         //!< chunk slots: checkpoint_rows(T, N, TimeChunk)
   std::int64_t tickets = 0;                      //!< CTAs with a chunk slot; the rest leave at once
   unsigned long long* ticket_counter = nullptr;  //!< zero before the launch
@@ -140,15 +140,15 @@ struct ScanLayout {
   static constexpr std::size_t kWeightOffset = 0;  // fused: [BlockWidth][kWeightStride] = [Wx tile | Wa tile]
   static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;  // fused: [bx tile | ba tile]
   static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
-  static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes * kInputStages;  // [2][C][WT] Element
-  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * kChunkStages;                 // fused: [C][kGateStride]
+  static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes * kInputStages;  // [stages][C][WT] Element
+  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * kChunkStages;  // fused: [C][kGateStride]
   static constexpr std::size_t kGateBytes = Config::kFused ? PairedForward::kGateBytes : 0;
   static constexpr std::size_t kXOffset = kGateOffset + kGateBytes;  // fused: [C][WT] fp32 x of the tile
   static constexpr std::size_t kXBytes = Config::kFused ? kTileBytes : 0;
   static constexpr std::size_t kABarOffset = kXOffset + kXBytes;     // [C][WT]
   static constexpr std::size_t kUOffset = kABarOffset + kTileBytes;  // [C][WT]: u, then h_{t-1}
   static constexpr std::size_t kDhOffset = kUOffset + kTileBytes;    // [C][WT]
-  static constexpr std::size_t kResetOffset = kDhOffset + kTileBytes;  // [2][C]
+  static constexpr std::size_t kResetOffset = kDhOffset + kTileBytes;  // [stages][C]
   static constexpr std::size_t kPartialOffset = kResetOffset + kResetBytes * kChunkStages;  // [Threads][4]
   static constexpr std::size_t kPartialBytes =
       detail::round_up_bytes(sizeof(float) * Config::kThreads * Config::kChannelVector);
@@ -273,30 +273,13 @@ __global__ void __launch_bounds__(Config::kThreads)
     for (std::int64_t t = thread; t < length; t += Config::kThreads) p.live_tokens[begin + t] = 1;
   }
 
-  // Roles in the serial phase: `h` threads replay the forward, `dh` threads run the reverse recurrence.
-  const bool h_thread = thread < kWT;
-  const int dh_channel = Config::kConcurrentRecurrences ? thread - Config::kDhThreadOffset : thread;
-  const bool dh_thread = dh_channel >= 0 && dh_channel < kWT;
+  using Thread = backward_detail::ScanThread<Config>;
+  const Thread me(thread, p.a_param, col0);
 
   // The reverse carry: dh of the next token and its a_bar (1 for dh_final: dh_{L-1} = dy_{L-1} + dh_final).
   float dh_next = 0.0f;
   float a_bar_next = 1.0f;
-  if (dh_thread && p.dh_final != nullptr) dh_next = p.dh_final[state_row * W + col0 + dh_channel];
-
-  // The parallel phases: thread -> channels [q, q + 4) of the tile, rows row0, row0 + kRowStep, ...
-  constexpr int kRowStep = Config::kThreads / Config::kThreadsPerRow;
-  //! Rows a thread handles per chunk in (B) and (D), in ascending order (the order of its d a_param sum); the
-  //! loops are unrolled so that the independent rows' math interleaves.
-  constexpr int kRowsPerThread = (kC + kRowStep - 1) / kRowStep;
-  const int q = (thread % Config::kThreadsPerRow) * kV;
-  const int row0 = thread / Config::kThreadsPerRow;
-  float log_a_coeff[kV];
-  float da_sum[kV];
-#pragma unroll
-  for (int v = 0; v < kV; ++v) {
-    log_a_coeff[v] = log_a_coefficient(p.a_param[col0 + q + v]);
-    da_sum[v] = 0.0f;
-  }
+  if (me.dh_thread && p.dh_final != nullptr) dh_next = p.dh_final[state_row * W + col0 + me.dh_channel];
 
   const int num_chunks = static_cast<int>((length + kC - 1) / kC);
   const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
@@ -330,7 +313,7 @@ __global__ void __launch_bounds__(Config::kThreads)
 
     // ---- (A) this chunk's inputs arrive ----------------------------------------------------------------------
     float carry = 0.0f;  // the forward's fp32 state entering this chunk
-    if (h_thread) carry = p.checkpoints[checkpoint_row(begin, n, chunk, kC) * W + col0 + thread];
+    if (me.h_thread) carry = p.checkpoints[checkpoint_row(begin, n, chunk, kC) * W + col0 + thread];
     if constexpr (Config::kFused) {
       cp_async_wait<0>();  // requested during the previous chunk (after its gate phase)
     } else {
@@ -348,11 +331,11 @@ __global__ void __launch_bounds__(Config::kThreads)
       __syncthreads();
     }
 
-    const backward_detail::StagedChunk<Config> staged{inputs, gates, reset_flags, chunk_start, col_in_block, q};
+    const backward_detail::StagedChunk<Config> staged{inputs, gates, reset_flags, chunk_start, col_in_block, me.q};
 
     // ---- (B) a_bar, u of every token and channel of the tile (fused: x of the tile kept in fp32) -------------
-    backward_detail::chunk_gates<Config, kRowsPerThread, kRowStep>(staged, log_a_coeff, row0, valid, a_bar_tile,
-                                                                    u_tile, x_tile);
+    backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+        staged, me.log_a_coeff, me.row0, valid, a_bar_tile, u_tile, x_tile);
     __syncthreads();
 
     // Fused: the block rows are no longer needed; request the previous chunk's now, to land during (C) and (D).
@@ -362,16 +345,16 @@ __global__ void __launch_bounds__(Config::kThreads)
     }
 
     // ---- (C) the two recurrences, one thread per channel, token by token -------------------------------------
-    if (h_thread) backward_detail::replay_chunk<Config>(u_tile, a_bar_tile, carry, valid, thread);
-    if (dh_thread)
-      backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, dh_channel, dh_next, a_bar_next);
+    if (me.h_thread) backward_detail::replay_chunk<Config>(u_tile, a_bar_tile, carry, valid, thread);
+    if (me.dh_thread)
+      backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, me.dh_channel, dh_next,
+                                           a_bar_next);
     __syncthreads();
 
     // ---- (D) gradients of every token and channel, and the chunk's d a_param ----------------------------------
-#pragma unroll
-    for (int v = 0; v < kV; ++v) da_sum[v] = 0.0f;
-    backward_detail::chunk_gradients<Config, kRowsPerThread, kRowStep>(
-        staged, log_a_coeff, row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W,
+    float da_sum[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+    backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+        staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W,
         da_sum);
     __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
     backward_detail::tile_da_param<Config>(da_sum, partials,
@@ -381,8 +364,8 @@ __global__ void __launch_bounds__(Config::kThreads)
 
   // ---- dh0 -----------------------------------------------------------------------------------------------------
   // An empty sequence passes dh_final through: a_bar_next is still 1.
-  if (dh_thread && p.dh0 != nullptr)
-    p.dh0[state_row * W + col0 + dh_channel] = initial_state_gradient(a_bar_next, dh_next);
+  if (me.dh_thread && p.dh0 != nullptr)
+    p.dh0[state_row * W + col0 + me.dh_channel] = initial_state_gradient(a_bar_next, dh_next);
 }
 
 
@@ -447,17 +430,6 @@ __global__ void __launch_bounds__(Config::kThreads)
 
   extern __shared__ __align__(128) unsigned char shared[];
   const backward_detail::ScanTiles<Config, true> tiles = backward_detail::ScanTiles<Config, true>::carve(shared);
-  Element* weights = tiles.weights;
-  float* bias = tiles.bias;
-  Element* inputs = tiles.inputs;
-  Element* dy_tile = tiles.dy;
-  float* gates = tiles.gates;
-  float* x_tile = tiles.x;
-  float* a_bar_tile = tiles.a_bar;
-  float* u_tile = tiles.u;  // u, then h_{t-1}
-  float* dh_tile = tiles.dh;
-  std::uint8_t* reset_flags = tiles.reset_flags;
-  float* partials = tiles.partials;
 
   const BackwardScanParams<Element>& p = cp.scan;
   // Bad index tensors: every CTA leaves before taking a ticket, so none waits for another.
@@ -496,78 +468,69 @@ __global__ void __launch_bounds__(Config::kThreads)
     for (int r = thread; r < valid; r += Config::kThreads) p.live_tokens[begin + chunk_start + r] = 1;
   }
 
-  // Roles in (C), as in the sequential kernel.
-  const bool h_thread = thread < kWT;
-  const int dh_channel = Config::kConcurrentRecurrences ? thread - Config::kDhThreadOffset : thread;
-  const bool dh_thread = dh_channel >= 0 && dh_channel < kWT;
-
-  constexpr int kRowStep = Config::kThreads / Config::kThreadsPerRow;
-  constexpr int kRowsPerThread = (kC + kRowStep - 1) / kRowStep;
-  const int q = (thread % Config::kThreadsPerRow) * kV;
-  const int row0 = thread / Config::kThreadsPerRow;
-  float log_a_coeff[kV];
-  float da_sum[kV];
-#pragma unroll
-  for (int v = 0; v < kV; ++v) {
-    log_a_coeff[v] = log_a_coefficient(p.a_param[col0 + q + v]);
-    da_sum[v] = 0.0f;
-  }
+  using Thread = backward_detail::ScanThread<Config>;
+  const Thread me(thread, p.a_param, col0);
 
   // ---- (A) the chunk's inputs, the checkpoint, dh_final in the last chunk ----------------------------------
   const detail::TileColumns columns = detail::tile_columns<PairedForward>(col0);
   if constexpr (Config::kFused) {
-    detail::load_weights<PairedForward>(p.Wx, p.Wa, weights, columns.block, columns.col_in_block, thread);
-    detail::load_bias<PairedForward>(p.bx, p.ba, bias, columns.block, columns.col_in_block, thread);
+    detail::load_weights<PairedForward>(p.Wx, p.Wa, tiles.weights, columns.block, columns.col_in_block, thread);
+    detail::load_bias<PairedForward>(p.bx, p.ba, tiles.bias, columns.block, columns.col_in_block, thread);
   }
-  backward_detail::load_backward_chunk<Config>(p, inputs, dy_tile, reset_flags, begin, chunk_start, length,
-                                               columns.input_col0, col0, thread);
+  backward_detail::load_backward_chunk<Config>(p, tiles.inputs, tiles.dy, tiles.reset_flags, begin, chunk_start,
+                                               length, columns.input_col0, col0, thread);
   cp_async_commit();
   float carry = 0.0f;  // the forward's fp32 state entering this chunk
-  if (h_thread) carry = p.checkpoints[checkpoint_row(begin, work.n, work.j, kC) * W + col0 + thread];
+  if (me.h_thread) carry = p.checkpoints[checkpoint_row(begin, work.n, work.j, kC) * W + col0 + thread];
   float dh_next = 0.0f;  // the reverse carry: dh of the next token and its a_bar
   float a_bar_next = 1.0f;
-  if (dh_thread && last_chunk && p.dh_final != nullptr) dh_next = p.dh_final[extent.state_row * W + col0 + dh_channel];
+  if (me.dh_thread && last_chunk && p.dh_final != nullptr)
+    dh_next = p.dh_final[extent.state_row * W + col0 + me.dh_channel];
   cp_async_wait<0>();
   __syncthreads();
 
   // ---- (P) fused: the forward's own projection ----------------------------------------------------------------
   if constexpr (Config::kFused) {
-    project_chunk<PairedForward>(inputs, weights, bias, gates, thread);
+    project_chunk<PairedForward>(tiles.inputs, tiles.weights, tiles.bias, tiles.gates, thread);
     __syncthreads();
   }
-  const backward_detail::StagedChunk<Config> staged{inputs, gates, reset_flags, chunk_start, columns.col_in_block, q};
+  const backward_detail::StagedChunk<Config> staged{tiles.inputs, tiles.gates, tiles.reset_flags, chunk_start,
+                                                    columns.col_in_block, me.q};
 
   // ---- (B) a_bar, u of every token and channel of the tile ----------------------------------------------------
-  backward_detail::chunk_gates<Config, kRowsPerThread, kRowStep>(staged, log_a_coeff, row0, valid, a_bar_tile,
-                                                                  u_tile, x_tile);
+  backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+      staged, me.log_a_coeff, me.row0, valid, tiles.a_bar, tiles.u, tiles.x);
   __syncthreads();
 
   // ---- (C) the replay from the checkpoint; the reverse recurrence on the chain --------------------------------
-  if (h_thread) backward_detail::replay_chunk<Config>(u_tile, a_bar_tile, carry, valid, thread);
-  if (dh_thread) {
+  if (me.h_thread) backward_detail::replay_chunk<Config>(tiles.u, tiles.a_bar, carry, valid, thread);
+  if (me.dh_thread) {
     if (!last_chunk) {
       // Chunk j + 1's term a_bar · dh, as if its first token were this chunk's next: reverse_step then adds
       // 1 · term = term, or takes dy alone after a reset.
-      const ReverseCarry next = acquire_reverse_carry(slot_words + W + dh_channel);
+      const ReverseCarry next = acquire_reverse_carry(slot_words + W + me.dh_channel);
       a_bar_next = next.reset ? kResetABar : 1.0f;
       dh_next = next.term;
     }
-    backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, dh_channel, dh_next, a_bar_next);
+    backward_detail::reverse_chunk<Config>(tiles.dy, tiles.a_bar, tiles.dh, valid, me.dh_channel, dh_next,
+                                           a_bar_next);
     // Chunk 0 publishes too: with offsets the unchecked path does not trust, another sequence's chunk may wait on
     // this slot, and must not wait for ever.
-    publish_reverse_carry(slot_words + dh_channel, detail::mul_rn(a_bar_next, dh_next),
+    publish_reverse_carry(slot_words + me.dh_channel, detail::mul_rn(a_bar_next, dh_next),
                           kMode == ResetMode::kFlags && is_reset_a_bar(a_bar_next));
     if (work.j == 0 && p.dh0 != nullptr)
-      p.dh0[extent.state_row * W + col0 + dh_channel] = initial_state_gradient(a_bar_next, dh_next);
+      p.dh0[extent.state_row * W + col0 + me.dh_channel] = initial_state_gradient(a_bar_next, dh_next);
   }
   __syncthreads();
 
   // ---- (D) gradients of every token and channel, and the chunk's d a_param --------------------------------------
   const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
-  backward_detail::chunk_gradients<Config, kRowsPerThread, kRowStep>(
-      staged, log_a_coeff, row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W, da_sum);
+  float da_sum[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+  backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+      staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, rows, (begin + chunk_start) * W + col0, W,
+      da_sum);
   __syncthreads();
-  backward_detail::tile_da_param<Config>(da_sum, partials, p.da_param_partial + work.slot * W + col0, thread);
+  backward_detail::tile_da_param<Config>(da_sum, tiles.partials, p.da_param_partial + work.slot * W + col0, thread);
 }
 
 #endif  // __CUDACC__

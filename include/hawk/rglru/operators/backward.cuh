@@ -164,7 +164,8 @@ class Backward {
   using Layout = backward_detail::ScanLayout<Config>;
   using ChunkLayout = backward_detail::ScanLayout<Config, true>;
   static constexpr BackwardScan kScan = Scan_;
-  //! The chunked scan's tickets and grid (one CTA per ticket).
+  //! The chunked scan's tickets (a dense batch has N · ceil(L / TimeChunk) chunks, a packed one a slot per
+  //! checkpoint row; each times W / WidthTile), their grid limit and grid (one CTA per ticket).
   using Chain = ChainedLaunch<Config::kTimeChunk, Config::kWidthTile>;
 
   //! Everything checkable without touching device memory. Success means `run` launches, given enough
@@ -194,19 +195,11 @@ class Backward {
     HAWK_REQUIRE(s.width / Config::kWidthTile <= INT32_MAX / s.num_sequences, StatusCode::kInvalidArgument,
                  "num_sequences * W / WidthTile exceeds the grid limit 2^31 - 1");
     if constexpr (kScan == BackwardScan::kChunked) {
-      HAWK_RETURN_IF_ERROR(check_chunk_tickets(s));
+      HAWK_RETURN_IF_ERROR(Chain::check_tickets(s));
       return check_shared_memory(ChunkLayout::kSharedBytes);
     } else {
       return check_shared_memory(Layout::kSharedBytes);
     }
-  }
-
-  //! The chunked scan's tickets: a dense batch has N · max(1, ceil(L / TimeChunk)) chunk slots (an empty
-  //! sequence's slot still writes its dh0), a packed one every checkpoint row; each times W / WidthTile.
-  static std::int64_t chunk_tickets(const ProblemShape& s) {
-    // count_chunk_tickets saturates; a dense length of 0 still counts one chunk.
-    return count_chunk_tickets(s.packed(), s.num_tokens, s.num_sequences, s.seq_len > 1 ? s.seq_len : 1, s.width,
-                               Config::kTimeChunk, Config::kWidthTile);
   }
 
   //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequences
@@ -229,7 +222,7 @@ class Backward {
     } else {
       const ProblemShape& s = args.shape;
       if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
-      if (!check_chunk_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
+      if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
       int multiprocessors = 0;
       if (!device_multiprocessor_count(multiprocessors).ok()) return false;
       const double ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
@@ -363,9 +356,9 @@ class Backward {
     }
     const ProblemShape& s = args.shape;
     chunked.num_sequences = s.num_sequences;
-    chunked.chunks_per_sequence = dense_chunks_per_sequence(s);
+    chunked.chunks_per_sequence = (s.seq_len + Config::kTimeChunk - 1) / Config::kTimeChunk;  // dense (L >= 1)
     chunked.rows = ws.chunk_rows;
-    chunked.tickets = chunk_tickets(s);
+    chunked.tickets = Chain::tickets(s);
     chunked.ticket_counter = reinterpret_cast<unsigned long long*>(base + ws.chain_counter);
     chunked.carry_words = reinterpret_cast<unsigned long long*>(base + ws.chain_words);
     const auto kernel = chunked_backward_scan_kernel<Config>;
@@ -373,20 +366,6 @@ class Backward {
     kernel<<<Chain::one_cta_per_ticket(chunked.tickets), Config::kThreads, ChunkLayout::kSharedBytes, stream>>>(
         chunked);
     return last_launch_status("hawk::rglru::chunked_backward_scan_kernel");
-  }
-
-  //! Chunks of each sequence of a dense batch in the chunked scan (an empty one still has its slot).
-  static std::int64_t dense_chunks_per_sequence(const ProblemShape& s) {
-    const std::int64_t chunks = (s.seq_len + Config::kTimeChunk - 1) / Config::kTimeChunk;
-    return chunks > 1 ? chunks : 1;
-  }
-
-  //! The chunked scan's grid limit, a host check.
-  static Status check_chunk_tickets(const ProblemShape& s) {
-    HAWK_REQUIRE(chunk_tickets(s) <= Chain::kMaxTickets, StatusCode::kInvalidArgument,
-                 "chunks x W / " + std::to_string(Config::kWidthTile) +
-                     " exceeds the chunked backward scan's grid limit (2^31 - 1) x 65535");
-    return Status::success();
   }
 
   //! The workspace layout for `args`.
