@@ -203,16 +203,17 @@ class Backward {
   }
 
   //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequences
-  //! are longer than one chunk on average and the sequential grid (N · W / WidthTile CTAs) has at most 1.5 CTAs
-  //! per SM, so that it leaves most of the GPU idle while the chunked one spreads the chunks over all of it. The
-  //! measurements (H200, bf16, canonical, 2026-12-02, bench/results/2026-12-02-h200-{3048053,1d7c587}/):
-  //! - one long sequence (80 gate-logits or 160 fused sequential CTAs on 132 SMs): the backward alone 2.25x and
-  //!   2.28x in gate-logits mode, 1.08x fused, at (1, 8192, 2560, 10) and (1, 65536, 2560, 10); gate-logits
-  //!   forward+backward 346.0 us at (1, 8192, 2560, 10), from 578.7;
-  //! - full grids (256 or 512 sequential CTAs): fused 0.89-0.90x alone at (4, 2048, 2048, 16) and
-  //!   (16, 1024, 1024, 16) (each chunk reloads its weight tile, and nothing overlaps its loads but the other CTAs
-  //!   of its SM); gate-logits 1.12-1.16x alone but 0.98x and 0.82x after the forward (forward+backward 221.5 and
-  //!   261.0 us against 216.2 and 214.2: the sequential kernel profits more from what the forward left in L2).
+  //! are longer than one chunk on average, and, in fused mode, the sequential grid (N · W / WidthTile CTAs) has at
+  //! most 1.5 CTAs per SM, so that it leaves most of the GPU idle while the chunked one spreads the chunks over all
+  //! of it. The measurements (H200, bf16, canonical, 2026-12-02, bench/results/2026-12-02-h200-{1d7c587,c0c5bd2}/):
+  //! - gate-logits mode: the chunked scan wins the backward alone at every shape measured (1.14x, 2.20x, 1.09x,
+  //!   2.25x at (4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16), (1, 65536, 2560, 10) at c0c5bd2),
+  //!   and forward+backward at the seed shape (221.5 us at 1d7c587 against 249.5 through the sequential scan at
+  //!   c0c5bd2), level at (16, 1024, 1024, 16) (261.0 against 259.4);
+  //! - fused mode: on one long sequence (160 sequential CTAs on 132 SMs) 1.07x alone; on full grids (256 or 512
+  //!   sequential CTAs) 0.88-0.90x alone (each chunk recomputes its projection from a reloaded weight tile, and
+  //!   nothing overlaps its loads but the other CTAs of its SM, where the sequential kernel prefetches the next
+  //!   chunk).
   //! Any query failure chooses the sequential kernel. The choice never changes a bit (the two kernels agree bitwise
   //! on every gradient: tests/gpu/rglru/backward_support.cuh, check_one).
   static bool runs_chunked_scan(const BackwardArguments& args) {
@@ -223,6 +224,7 @@ class Backward {
       const ProblemShape& s = args.shape;
       if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
+      if (!Config::kFused) return true;
       int multiprocessors = 0;
       if (!device_multiprocessor_count(multiprocessors).ok()) return false;
       const double ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
