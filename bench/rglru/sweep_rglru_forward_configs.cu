@@ -365,10 +365,12 @@ int main(int argc, char** argv) {
       rows.push_back(compare_ops<hawk::rglru::WgmmaPersistentForward<LogitsTransferPair>, LogitsShippedOp>(
           name, shape, kLogits, "gate-logits persistent experiment against it: transfer-pair chain"));
     }
-    // Where forward()'s rules send the persistent kernel but no shape above measured it: sequences of 129-192
-    // tokens on average (one chunk each: sequences_span_chunks), and gate-logits grids of two or three sequential
-    // waves filled to at most three quarters (sequential_waves_underfilled: 280 CTAs in 2 waves of 264, 520 in 3).
-    const Shape short_few{3, 160, 2560, 10, 0.0};    // 120 sequential gate-logits CTAs: persistent
+    // The edges of forward()'s rules: sequences of 129-192 tokens on average (one chunk each: sequences_span_chunks),
+    // and gate-logits grids near the three-quarter line of sequential_waves_underfilled. The sequential gate-logits
+    // grid has N · W / 32 CTAs, 264 at a time on an H200 (two of 86 KB per SM): (3, 160) 240 CTAs, one wave at
+    // 0.91 (sequential); (7, 4096) 560 in 3 waves at 0.71 (persistent); (13, 2048) 1040 in 4 at 0.98 (sequential).
+    // The rows compare both kernels whichever forward() runs.
+    const Shape short_few{3, 160, 2560, 10, 0.0};
     const Shape short_many{32, 160, 2560, 10, 0.0};  // fused: persistent at w = 256; gate-logits: sequential
     const Shape two_waves{7, 4096, 2560, 10, 0.0};
     const Shape three_waves{13, 2048, 2560, 10, 0.0};
