@@ -122,7 +122,8 @@ namespace backward_detail {
 //! (the largest buffer): the next chunk's rows are requested as soon as the gate phase has copied this chunk's x
 //! tile out, so the load overlaps the recurrences and the gradient phase, and two CTAs still fit on an SM at
 //! w = 256. Gate-logits mode double-buffers its small x, gx, ga tiles. dy and the reset flags are double-buffered.
-//! The chunked kernel (`OneChunk` true) holds one chunk: every region single, and a slot for its ticket.
+//! The chunked kernel (`OneChunk` true) holds one chunk: every region single, a slot for its ticket, and in fused
+//! mode the regions of phases that do not overlap in the same memory (below).
 template <class Config, bool OneChunk = false>
 struct ScanLayout {
   using PairedForward = typename Config::PairedForward;
@@ -137,22 +138,43 @@ struct ScanLayout {
   static constexpr std::size_t kTileBytes = detail::round_up_bytes(sizeof(float) * kC * kWT);
   static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(kC));
 
+  // The chunked fused kernel holds one chunk, so regions whose phases do not overlap share memory: the weight tile
+  // is dead once the projection (P) has run, the staged inputs once the gate phase (B) has read them (in fused mode
+  // the gradient phase (D) reads x from the fp32 x tile, not from the inputs), and every tile once (D) has ended.
+  // So x, a_bar (and u, where it fits) are carved from the weight tile, dh (written in C) from the inputs, and the
+  // d a_param partials (written after D) from the weight tile again: about a quarter less memory at w = 128 and
+  // 256, three CTAs per SM instead of two. The sequential kernel keeps its weight tile for every chunk and
+  // prefetches the next chunk's inputs, so it shares nothing.
+  static constexpr bool kFusedOneChunk = OneChunk && Config::kFused;
+  static constexpr std::size_t kDeadWeightBytes = kFusedOneChunk ? PairedForward::kWeightBytes : 0;
+  static constexpr bool kXABarInWeights = 2 * kTileBytes <= kDeadWeightBytes;
+  static constexpr bool kUInWeights = 3 * kTileBytes <= kDeadWeightBytes;
+  static constexpr bool kDhInInputs = kFusedOneChunk && kTileBytes <= kInputBytes;
+  static constexpr std::size_t kPartialBytes =
+      detail::round_up_bytes(sizeof(float) * Config::kThreads * Config::kChannelVector);
+  static constexpr bool kPartialsInWeights = kPartialBytes <= kDeadWeightBytes;
+
   static constexpr std::size_t kWeightOffset = 0;  // fused: [BlockWidth][kWeightStride] = [Wx tile | Wa tile]
   static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;  // fused: [bx tile | ba tile]
   static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
   static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes * kInputStages;  // [stages][C][WT] Element
   static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * kChunkStages;  // fused: [C][kGateStride]
   static constexpr std::size_t kGateBytes = Config::kFused ? PairedForward::kGateBytes : 0;
-  static constexpr std::size_t kXOffset = kGateOffset + kGateBytes;  // fused: [C][WT] fp32 x of the tile
   static constexpr std::size_t kXBytes = Config::kFused ? kTileBytes : 0;
-  static constexpr std::size_t kABarOffset = kXOffset + kXBytes;     // [C][WT]
-  static constexpr std::size_t kUOffset = kABarOffset + kTileBytes;  // [C][WT]: u, then h_{t-1}
-  static constexpr std::size_t kDhOffset = kUOffset + kTileBytes;    // [C][WT]
-  static constexpr std::size_t kResetOffset = kDhOffset + kTileBytes;  // [stages][C]
-  static constexpr std::size_t kPartialOffset = kResetOffset + kResetBytes * kChunkStages;  // [Threads][4]
-  static constexpr std::size_t kPartialBytes =
-      detail::round_up_bytes(sizeof(float) * Config::kThreads * Config::kChannelVector);
-  static constexpr std::size_t kTicketOffset = kPartialOffset + kPartialBytes;  // one unsigned long long
+  // The regions below have their own memory from kOwnOffset on, unless carved from a dead one.
+  static constexpr std::size_t kOwnOffset = kGateOffset + kGateBytes;
+  static constexpr std::size_t kXOffset = kXABarInWeights ? kWeightOffset : kOwnOffset;  // fused: [C][WT] fp32 x
+  static constexpr std::size_t kABarOffset = kXABarInWeights ? kWeightOffset + kTileBytes : kXOffset + kXBytes;
+  static constexpr std::size_t kAfterABar = kXABarInWeights ? kOwnOffset : kABarOffset + kTileBytes;
+  static constexpr std::size_t kUOffset = kUInWeights ? kWeightOffset + 2 * kTileBytes : kAfterABar;  // u, h_{t-1}
+  static constexpr std::size_t kAfterU = kUInWeights ? kAfterABar : kUOffset + kTileBytes;
+  static constexpr std::size_t kDhOffset = kDhInInputs ? kInputOffset : kAfterU;  // [C][WT]
+  static constexpr std::size_t kAfterDh = kDhInInputs ? kAfterU : kDhOffset + kTileBytes;
+  static constexpr std::size_t kResetOffset = kAfterDh;  // [stages][C]
+  static constexpr std::size_t kAfterReset = kResetOffset + kResetBytes * kChunkStages;
+  static constexpr std::size_t kPartialOffset = kPartialsInWeights ? kWeightOffset : kAfterReset;  // [Threads][4]
+  static constexpr std::size_t kTicketOffset =  // one unsigned long long
+      kPartialsInWeights ? kAfterReset : kPartialOffset + kPartialBytes;
   static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
   static_assert(kSharedBytes <= 227u * 1024u,
                 "BackwardConfig: the backward scan needs more than 227 KB of shared memory per CTA; use a smaller "
