@@ -205,15 +205,16 @@ class Backward {
   //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequences
   //! are longer than one chunk on average, and, in fused mode, the sequential grid (N · W / WidthTile CTAs) has at
   //! most 1.5 CTAs per SM, so that it leaves most of the GPU idle while the chunked one spreads the chunks over all
-  //! of it. The measurements (H200, bf16, canonical, 2026-12-02, bench/results/2026-12-02-h200-{1d7c587,c0c5bd2}/):
+  //! of it. The measurements (H200, bf16, canonical, 2026-12-02,
+  //! bench/results/2026-12-02-h200-{1d7c587,c0c5bd2,de72394}/):
   //! - gate-logits mode: the chunked scan wins the backward alone at every shape measured (1.14x, 2.20x, 1.09x,
   //!   2.25x at (4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16), (1, 65536, 2560, 10) at c0c5bd2),
-  //!   and forward+backward at the seed shape (221.5 us at 1d7c587 against 249.5 through the sequential scan at
-  //!   c0c5bd2), level at (16, 1024, 1024, 16) (261.0 against 259.4);
-  //! - fused mode: on one long sequence (160 sequential CTAs on 132 SMs) 1.07x alone; on full grids (256 or 512
-  //!   sequential CTAs) 0.88-0.90x alone (each chunk recomputes its projection from a reloaded weight tile, and
-  //!   nothing overlaps its loads but the other CTAs of its SM, where the sequential kernel prefetches the next
-  //!   chunk).
+  //!   and forward+backward at the seed shape (225.0 us at de72394 under this rule, 249.5 through the sequential
+  //!   scan at c0c5bd2) and at (16, 1024, 1024, 16) (241.2 against 259.4);
+  //! - fused mode: on one long sequence (160 sequential CTAs on 132 SMs) 1.16x alone at de72394 (three chunked CTAs
+  //!   per SM; 1.07x with two at c0c5bd2); on full grids (256 or 512 sequential CTAs) 0.96x and 0.88x alone (each
+  //!   chunk recomputes its projection from a reloaded weight tile, and nothing overlaps its loads but the other
+  //!   CTAs of its SM, where the sequential kernel prefetches the next chunk).
   //! Any query failure chooses the sequential kernel. The choice never changes a bit (the two kernels agree bitwise
   //! on every gradient: tests/gpu/rglru/backward_support.cuh, check_one).
   static bool runs_chunked_scan(const BackwardArguments& args) {
