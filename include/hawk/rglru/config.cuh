@@ -329,11 +329,20 @@ struct BackwardConfig {
   static constexpr bool kConcurrentRecurrences = kThreads >= kDhThreadOffset + kWidthTile;
 
   // ---- block-diagonal products (fused mode) ----------------------------------------------------------------
-  //! One product tile: 64 rows x 64 columns, reduction staged 32 deep through shared memory, 8 warps.
-  static constexpr int kProductRows = 64;
-  static constexpr int kProductCols = 64;
-  static constexpr int kProductStep = 32;
+  //! Both product kernels: 8 warps; the reduction axis (o for dx, t for dW) staged 32 deep per pipeline step.
   static constexpr int kProductThreads = 256;
+  static constexpr int kProductStep = 32;
+  //! dx: one CTA per 64 tokens x kDxCols channels of one block (all of a block up to w = 128, so that a CTA
+  //! reads its gradient rows once), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of
+  //! the register allocator (__launch_bounds__).
+  static constexpr int kDxRows = 64;
+  static constexpr int kDxCols = kBlockWidth >= 128 ? 128 : 64;
+  static constexpr int kDxStages = 3;
+  static constexpr int kDxMinBlocks = 3;
+  //! dW: one CTA per (time segment, block, 64 x 64 tile of [i, o]), both matrices, kWeightGradStages deep.
+  static constexpr int kWeightGradTile = 64;
+  static constexpr int kWeightGradStages = 3;
+  static constexpr int kWeightGradMinBlocks = 3;
   static constexpr int kWeightGradSegment = ::hawk::rglru::kWeightGradSegment;
 
   static_assert(Tf32Passes_ == 1 || Tf32Passes_ == 3, "BackwardConfig: Tf32Passes must be 1 or 3");

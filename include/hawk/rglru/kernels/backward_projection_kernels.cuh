@@ -6,15 +6,22 @@
 //!     dWx[k, i, o]    = Σ_t x[t, k·w + i] · dgx[t, k·w + o]        dbx[k, o] = Σ_t dgx[t, k·w + o]
 //!     (the same for Wa, ba with dga)
 //!
-//! Both run on tf32 tensor cores (wmma m16n16k8, fp32 accumulate), with `Config::kTf32Passes` products per fp32
-//! product (config.cuh). The inputs dgx, dga, dx_direct are the fp32 workspace written by the backward
-//! scan.
+//! Both run on tf32 tensor cores through mma.sync (core/tf32_mma.cuh), with `Config::kTf32Passes` products per
+//! fp32 product (config.cuh), fed from cp.async rings of row-major tiles (block/product_tiles.cuh). The inputs
+//! dgx, dga, dx_direct are the fp32 workspace written by the backward scan.
 //!
-//! - `backward_dx_kernel`: one CTA per 64-token x 64-channel tile of dx. A token's dx depends on its own row only,
-//!   through a fixed sequence of products: row gradients are bitwise batch-invariant.
-//! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, 64 x 64 tile of
-//!   [i, o]); it writes the segment's partial of dW (and of db) to the workspace, in fp32. The ordered reduction
-//!   (kernels/ordered_sum_kernel.cuh) then sums the segments in index order: no atomics, the same bits every run.
+//! - `backward_dx_kernel`: one CTA per kDxRows tokens x kDxCols channels of one block. A token's dx depends on its
+//!   own row only, through a fixed sequence of products: row gradients are bitwise batch-invariant.
+//! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, 64 x 64
+//!   tile of [i, o]); it writes the segment's partial of dW (and of db) to the workspace, in fp32. The ordered
+//!   reduction (kernels/ordered_sum_kernel.cuh) then sums the segments in index order: no atomics, the same bits
+//!   every run.
+//!
+//! Bits: every output element is the chain of tf32 products (and the bias sums) of the wmma kernels these replace
+//! (main at 0821dbc; tests/gpu/rglru/previous_product_kernels.cuh), in the same order: per element, reduction
+//! steps of 32 in order (dx: dgx·Wxᵀ's steps, then dga·Waᵀ's), inside a step k = 0..31 in groups of 8, each group
+//! as core/tf32_mma.cuh's mma_k8. Zero-filled tails (o past w, tokens past a segment) are multiplied as the wmma
+//! kernels multiplied them. tests/gpu/rglru/backward_products_test.cu compares the two bytewise.
 //!
 //! Tokens of no sequence the scan ran (padding slots, or unchecked offsets; `live_tokens` non-null and 0): their
 //! workspace rows were never written. The dx kernel neither reads them (zero-filled) nor writes their dx rows;
@@ -22,13 +29,14 @@
 //! may hold anything, and NaN · 0 is NaN). With `live_tokens` null every token is live and nothing extra runs.
 //! Both kernels return at once when the call's device checks failed (`checks`).
 
-#include <mma.h>
-
+#include <cstddef>
 #include <cstdint>
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
+#include "hawk/core/tf32_mma.cuh"
+#include "hawk/rglru/block/product_tiles.cuh"
 #include "hawk/rglru/config.cuh"
 
 namespace hawk {
@@ -47,6 +55,7 @@ struct BackwardDxParams {
   Element* dx = nullptr;             //!< [T, W]
   std::int64_t num_tokens = 0;
   std::int64_t width = 0;
+  int num_blocks = 0;
 };
 
 //! What the weight-gradient kernel reads and writes.
@@ -66,340 +75,356 @@ struct BackwardWeightGradParams {
   int num_blocks = 0;
 };
 
-namespace backward_detail {
-
-#if defined(__CUDACC__)
-
-namespace wmma = nvcuda::wmma;
-
-using Tf32FragmentA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using Tf32FragmentAColMajor = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using Tf32FragmentB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using Tf32FragmentBColMajor = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using Tf32Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-
-//! Split the fp32 values of a loaded fragment into a tf32 high part (`hi`, in place) and the tf32 remainder.
-template <class Fragment>
-__device__ __forceinline__ void split_tf32(Fragment& hi, Fragment& lo) {
-#pragma unroll
-  for (int e = 0; e < hi.num_elements; ++e) {
-    const float value = hi.x[e];
-    const float high = wmma::__float_to_tf32(value);
-    hi.x[e] = high;
-    lo.x[e] = wmma::__float_to_tf32(value - high);
-  }
-}
-
-//! Round the fp32 values of a loaded fragment to tf32 (round to nearest; the tensor core would truncate).
-template <class Fragment>
-__device__ __forceinline__ void round_tf32(Fragment& fragment) {
-#pragma unroll
-  for (int e = 0; e < fragment.num_elements; ++e) fragment.x[e] = wmma::__float_to_tf32(fragment.x[e]);
-}
-
-//! acc += a · b with `Passes` tf32 products (1: a, b rounded; 3: lo·hi + hi·lo + hi·hi). `a` and `b` hold fp32
-//! values as loaded from shared memory.
-template <int Passes, class FragmentA, class FragmentB>
-__device__ __forceinline__ void mma_fp32_on_tf32(Tf32Accumulator& acc, FragmentA a, FragmentB b) {
-  if constexpr (Passes == 1) {
-    round_tf32(a);
-    round_tf32(b);
-    wmma::mma_sync(acc, a, b, acc);
-  } else {
-    FragmentA a_lo;
-    FragmentB b_lo;
-    split_tf32(a, a_lo);
-    split_tf32(b, b_lo);
-    wmma::mma_sync(acc, a_lo, b, acc);
-    wmma::mma_sync(acc, a, b_lo, acc);
-    wmma::mma_sync(acc, a, b, acc);
-  }
-}
-
-//! Four consecutive elements of `source` (8- or 16-byte aligned) widened to fp32, or zeros when `valid` is false.
-template <class Element>
-__device__ __forceinline__ float4 load4_or_zero(const Element* __restrict__ source, bool valid) {
-  float values[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (valid) load_vector<Element, 4>(source, values);
-  return make_float4(values[0], values[1], values[2], values[3]);
-}
-
-__device__ __forceinline__ void store4(float* destination, float4 value) {
-  destination[0] = value.x;
-  destination[1] = value.y;
-  destination[2] = value.z;
-  destination[3] = value.w;
-}
-
-#endif  // __CUDACC__
-
-}  // namespace backward_detail
-
-#if defined(__CUDACC__)
-
-//! dx = dx_direct + dgx·Wxᵀ + dga·Waᵀ per block, for one 64 x 64 tile. Grid: (ceil(T / 64), H · ceil(w / 64)).
+//! The shared memory and warp tiling of `backward_dx_kernel`. Also the tag of its dynamic shared memory limit.
+//!
+//! A stage holds one reduction step: the gradient rows dg[t][o0 .. o0 + 32) (fp32, A row-major) and the weight
+//! rows W[i][o0 .. o0 + 32) (Element, B n-major). Warps: 2 along tokens x 4 along channels; a warp owns 32 tokens
+//! x kDxCols / 4 channels.
 template <class Config>
-__global__ void __launch_bounds__(Config::kProductThreads)
+struct DxProductLayout {
+  using Element = typename Config::Element;
+  static constexpr int kRows = Config::kDxRows;
+  static constexpr int kCols = Config::kDxCols;
+  static constexpr int kStep = Config::kProductStep;
+  static constexpr int kStages = Config::kDxStages;
+  static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
+  static constexpr int kGradStride = kStep + 4;                                   // floats: 4 (mod 32) words
+  static constexpr int kWeightStride = kStep + 16 / static_cast<int>(sizeof(Element));  // 4 or 20 (mod 32) words
+  static constexpr std::size_t kGradBytes = sizeof(float) * kRows * kGradStride;
+  static constexpr std::size_t kWeightBytes = sizeof(Element) * kCols * kWeightStride;
+  static constexpr std::size_t kStageBytes = kGradBytes + kWeightBytes;
+  static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
+  static constexpr int kWarpsM = 2;
+  static constexpr int kWarpsN = 4;
+  static constexpr int kWarpRows = kRows / kWarpsM;
+  static constexpr int kWarpCols = kCols / kWarpsN;
+  static constexpr int kMBlocks = kWarpRows / 16;
+  static constexpr int kNBlocks = kWarpCols / 8;
+  static_assert(kWarpsM * kWarpsN * 32 == Config::kProductThreads, "DxProductLayout: 8 warps");
+  static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "DxProductLayout: warp tiles of whole fragments");
+  static_assert(kStageBytes % 16 == 0 && (sizeof(Element) * kWeightStride) % 16 == 0,
+                "DxProductLayout: 16-byte aligned rows (cp.async)");
+
+  //! CTAs of one call: token tiles x blocks x column tiles, column tile fastest, then block, so that the CTAs
+  //! reading the same gradient rows run side by side.
+  static std::int64_t ctas(std::int64_t num_tokens, std::int64_t num_blocks) {
+    return (num_tokens + kRows - 1) / kRows * num_blocks * kColTiles;
+  }
+};
+
+//! The shared memory and warp tiling of `backward_weight_grad_kernel`. Also the tag of its dynamic shared memory
+//! limit.
+//!
+//! A stage holds one reduction step of 32 tokens: x[t][i0 .. i0 + 64) (Element, A k-major) and dgx[t][o0 .. o0 +
+//! 64), dga[t][...] (fp32, B k-major). Warps: 2 along i x 4 along o; a warp owns 32 x 16 of both matrices.
+template <class Config>
+struct WeightGradProductLayout {
+  using Element = typename Config::Element;
+  static constexpr int kTile = Config::kWeightGradTile;
+  static constexpr int kStep = Config::kProductStep;
+  static constexpr int kStages = Config::kWeightGradStages;
+  static constexpr int kTiles = (Config::kBlockWidth + kTile - 1) / kTile;
+  static constexpr int kStride = kTile + 8;  // elements: 8 (mod 32) words in fp32, 4 (mod 32) words in 16 bits
+  static constexpr std::size_t kInputBytes = sizeof(Element) * kStep * kStride;
+  static constexpr std::size_t kGradBytes = sizeof(float) * kStep * kStride;
+  static constexpr std::size_t kStageBytes = kInputBytes + 2 * kGradBytes;
+  static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
+  static constexpr int kWarpsM = 2;
+  static constexpr int kWarpsN = 4;
+  static constexpr int kWarpRows = kTile / kWarpsM;
+  static constexpr int kWarpCols = kTile / kWarpsN;
+  static constexpr int kMBlocks = kWarpRows / 16;
+  static constexpr int kNBlocks = kWarpCols / 8;
+  static_assert(kWarpsM * kWarpsN * 32 == Config::kProductThreads, "WeightGradProductLayout: 8 warps");
+  static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "WeightGradProductLayout: whole fragments");
+  static_assert(2 * kTile <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
+  static_assert(kInputBytes % 16 == 0 && (sizeof(Element) * kStride) % 16 == 0,
+                "WeightGradProductLayout: 16-byte aligned rows (cp.async)");
+};
+
+#if defined(__CUDACC__)
+
+//! dx = dx_direct + dgx·Wxᵀ + dga·Waᵀ per block, for one kDxRows x kDxCols tile. Grid: DxProductLayout::ctas
+//! CTAs (1-D), dynamic shared memory DxProductLayout::kSharedBytes.
+template <class Config>
+__global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
     backward_dx_kernel(const BackwardDxParams<typename Config::Element> params) {
   using Element = typename Config::Element;
-  constexpr int kRows = Config::kProductRows;
-  constexpr int kCols = Config::kProductCols;
-  constexpr int kStep = Config::kProductStep;
+  using Layout = DxProductLayout<Config>;
+  constexpr int kPasses = Config::kTf32Passes;
+  constexpr bool kExactWeights = sizeof(Element) == 2;  // a widened bf16 or fp16 value is exact in tf32
   constexpr int kBlockWidth = Config::kBlockWidth;
-  constexpr int kColTiles = (kBlockWidth + kCols - 1) / kCols;
-  constexpr int kStageStride = kStep + 4;  // multiple of 4 floats (wmma), rows 16 bytes apart in banks
-  constexpr int kOutStride = kCols + 4;
-  constexpr int kATileFloats = kRows * kStageStride;
-  // dg is double-buffered (cp.async): the next step's gradients stream in while this step's products run.
-  constexpr int kStageFloats = 2 * kATileFloats + kCols * kStageStride;
-  constexpr int kOutFloats = kRows * kOutStride;
-  __shared__ __align__(128) float shared[kStageFloats > kOutFloats ? kStageFloats : kOutFloats];
-  float* const a_tiles = shared;                        // [2][kRows][kStageStride]: dg[t][o]
-  float* const b_tile = shared + 2 * kATileFloats;      // [kCols][kStageStride]: W[i][o] (B = Wᵀ, col-major)
-  float* const out_tile = shared;                       // [kRows][kOutStride], after the main loop
+  constexpr int kStep = Layout::kStep;
   constexpr int kOSteps = (kBlockWidth + kStep - 1) / kStep;
   constexpr int kSteps = 2 * kOSteps;  // (matrix 0: dgx · Wxᵀ, matrix 1: dga · Waᵀ) x reduction steps
-  constexpr int kAPieces = kRows * kStep / 4;
-  constexpr int kBPieces = kCols * kStep / 4;
-  constexpr int kAPiecesPerThread = (kAPieces + Config::kProductThreads - 1) / Config::kProductThreads;
-  constexpr int kBPiecesPerThread = (kBPieces + Config::kProductThreads - 1) / Config::kProductThreads;
+  constexpr int kGradPiecesPerRow = kStep / 4;
+  constexpr int kWeightPiecesPerRow = kStep * static_cast<int>(sizeof(Element)) / 16;
+  constexpr int kWeightVector = 16 / static_cast<int>(sizeof(Element));
+  constexpr int kGradPieces = Layout::kRows * kGradPiecesPerRow;
+  constexpr int kWeightPieces = Layout::kCols * kWeightPiecesPerRow;
+  constexpr int kThreads = Config::kProductThreads;
+  static_assert(kGradPieces % kThreads == 0 && kWeightPieces % kThreads == 0, "dx: whole pieces per thread");
+  constexpr int kGradPiecesPerThread = kGradPieces / kThreads;
+  constexpr int kWeightPiecesPerThread = kWeightPieces / kThreads;
+  extern __shared__ __align__(128) unsigned char dx_shared[];
 
   if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
 
   const int tid = threadIdx.x;
+  const MmaLane lane(tid % 32);
   const int warp = tid / 32;
-  const int warp_row = warp / 2;            // 16-row slice of the tile
-  const int warp_col = (warp % 2) * 2;      // first of two 16-column slices
-  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
-  const int block = static_cast<int>(blockIdx.y) / kColTiles;
-  const int i0 = (static_cast<int>(blockIdx.y) % kColTiles) * kCols;
+  const int warp_row0 = (warp / Layout::kWarpsN) * Layout::kWarpRows;
+  const int warp_col0 = (warp % Layout::kWarpsN) * Layout::kWarpCols;
+  const std::int64_t H = params.num_blocks;
+  const std::int64_t cta = blockIdx.x;
+  const int i0 = static_cast<int>(cta % Layout::kColTiles) * Layout::kCols;
+  const std::int64_t block = (cta / Layout::kColTiles) % H;
+  const std::int64_t row0 = cta / Layout::kColTiles / H * Layout::kRows;
   const std::int64_t W = params.width;
   const std::int64_t T = params.num_tokens;
-  const std::int64_t block_col = static_cast<std::int64_t>(block) * kBlockWidth;
-
-  backward_detail::Tf32Accumulator acc[2];
-  nvcuda::wmma::fill_fragment(acc[0], 0.0f);
-  nvcuda::wmma::fill_fragment(acc[1], 0.0f);
+  const std::int64_t block_col = block * kBlockWidth;
 
   // The token rows this thread stages are the same at every step: whether each is in range and live is read
   // once. A dead token's row is zero-filled (its workspace row was never written) and its dx row not stored.
-  bool row_staged[kAPiecesPerThread];
+  bool row_staged[kGradPiecesPerThread];
 #pragma unroll
-  for (int j = 0; j < kAPiecesPerThread; ++j) {
-    const std::int64_t t = row0 + (tid + j * Config::kProductThreads) / (kStep / 4);
+  for (int j = 0; j < kGradPiecesPerThread; ++j) {
+    const std::int64_t t = row0 + (tid + j * kThreads) / kGradPiecesPerRow;
     row_staged[j] = t < T && (params.live_tokens == nullptr || params.live_tokens[t] != 0);
   }
 
-  // Software pipeline: step s + 1 is requested (dg by cp.async into the other buffer, W into registers) before
-  // the products of step s run. The staged values, and so the products and their order, are those of the plain
-  // loop: the same bits.
-  float4 b_next[kBPiecesPerThread];
-  auto request_step = [&](int step, int buffer) {
-    const int matrix = step / kOSteps;
-    const int o0 = (step % kOSteps) * kStep;
-    const float* __restrict__ grad = matrix == 0 ? params.dgx : params.dga;
-    const Element* __restrict__ weight = (matrix == 0 ? params.Wx : params.Wa) +
-                                         static_cast<std::int64_t>(block) * kBlockWidth * kBlockWidth;
-    float* const a_tile = a_tiles + buffer * kATileFloats;
+  auto grad_tile = [&](int stage) { return reinterpret_cast<float*>(dx_shared + stage * Layout::kStageBytes); };
+  auto weight_tile = [&](int stage) {
+    return reinterpret_cast<Element*>(dx_shared + stage * Layout::kStageBytes + Layout::kGradBytes);
+  };
+  // Issue the cp.async of reduction step `step` into `stage` (one commit group per step, empty past the end).
+  auto request_step = [&](int step, int stage) {
+    if (step < kSteps) {
+      const int matrix = step / kOSteps;
+      const int o0 = (step % kOSteps) * kStep;
+      const float* grad = matrix == 0 ? params.dgx : params.dga;
+      const Element* weight =
+          (matrix == 0 ? params.Wx : params.Wa) + block * kBlockWidth * kBlockWidth;
+      float* const grads = grad_tile(stage);
+      Element* const weights = weight_tile(stage);
 #pragma unroll
-    for (int j = 0; j < kAPiecesPerThread; ++j) {
-      const int v = tid + j * Config::kProductThreads;
-      if (v >= kAPieces) break;
-      const int r = v / (kStep / 4);
-      const int o = (v % (kStep / 4)) * 4;
-      const std::int64_t t = row0 + r;
-      const bool valid = row_staged[j] && o0 + o < kBlockWidth;
-      cp_async_16(a_tile + r * kStageStride + o, grad + (valid ? t * W + block_col + o0 + o : 0), valid);
-    }
+      for (int j = 0; j < kGradPiecesPerThread; ++j) {
+        const int v = tid + j * kThreads;
+        const int r = v / kGradPiecesPerRow;
+        const int o = (v % kGradPiecesPerRow) * 4;
+        const bool valid = row_staged[j] && o0 + o < kBlockWidth;
+        stage_piece(grads + r * Layout::kGradStride + o, grad, (row0 + r) * W + block_col + o0 + o, valid);
+      }
 #pragma unroll
-    for (int j = 0; j < kBPiecesPerThread; ++j) {
-      const int v = tid + j * Config::kProductThreads;
-      if (v >= kBPieces) break;
-      const int i = v / (kStep / 4);
-      const int o = (v % (kStep / 4)) * 4;
-      const bool valid = i0 + i < kBlockWidth && o0 + o < kBlockWidth;
-      b_next[j] = backward_detail::load4_or_zero(
-          weight + (valid ? static_cast<std::int64_t>(i0 + i) * kBlockWidth + o0 + o : 0), valid);
+      for (int j = 0; j < kWeightPiecesPerThread; ++j) {
+        const int v = tid + j * kThreads;
+        const int i = v / kWeightPiecesPerRow;
+        const int o = (v % kWeightPiecesPerRow) * kWeightVector;
+        const bool valid = i0 + i < kBlockWidth && o0 + o < kBlockWidth;
+        stage_piece(weights + i * Layout::kWeightStride + o, weight,
+                    static_cast<std::int64_t>(i0 + i) * kBlockWidth + o0 + o, valid);
+      }
     }
     cp_async_commit();
   };
-  request_step(0, 0);
+
+  float acc[Layout::kMBlocks][Layout::kNBlocks][4] = {};
+#pragma unroll
+  for (int s = 0; s < Layout::kStages - 1; ++s) request_step(s, s);
 
   for (int step = 0; step < kSteps; ++step) {
-    const int buffer = step & 1;
-    // Every thread finished the previous step's products: b_tile and the other dg buffer are free.
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kBPiecesPerThread; ++j) {
-      const int v = tid + j * Config::kProductThreads;
-      if (v >= kBPieces) break;
-      backward_detail::store4(b_tile + (v / (kStep / 4)) * kStageStride + (v % (kStep / 4)) * 4, b_next[j]);
-    }
-    if (step + 1 < kSteps) {
-      request_step(step + 1, buffer ^ 1);
-    } else {
-      cp_async_commit();  // an empty group: the wait below always leaves exactly one group pending
-    }
-    cp_async_wait<1>();  // this step's dg has landed (this thread's copies)
-    __syncthreads();     // ... and every thread's, and b_tile is complete
-    const float* const a_tile = a_tiles + buffer * kATileFloats;
+    cp_async_wait<Layout::kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
+    __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
+    request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
+    const float* const grads = grad_tile(step % Layout::kStages);
+    const Element* const weights = weight_tile(step % Layout::kStages);
 #pragma unroll
     for (int k = 0; k < kStep; k += 8) {
-      backward_detail::Tf32FragmentA a;
-      nvcuda::wmma::load_matrix_sync(a, a_tile + warp_row * 16 * kStageStride + k, kStageStride);
+      Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        // B(o, i) = W[i][o]: column i of B is row i of the staged W, so B is column-major.
-        backward_detail::Tf32FragmentBColMajor b;
-        nvcuda::wmma::load_matrix_sync(b, b_tile + (warp_col + c) * 16 * kStageStride + k, kStageStride);
-        backward_detail::mma_fp32_on_tf32<Config::kTf32Passes>(acc[c], a, b);
+      for (int m = 0; m < Layout::kMBlocks; ++m) {
+        float values[4];
+        read_a_rows(grads, Layout::kGradStride, warp_row0 + 16 * m, k, lane, values);
+        a[m] = to_tf32_operand<kPasses, false>(values);
+      }
+#pragma unroll
+      for (int n = 0; n < Layout::kNBlocks; ++n) {
+        // B(o, i) = W[i][o]: the staged weight rows are B's columns.
+        float values[2];
+        read_b_rows(weights, Layout::kWeightStride, warp_col0 + 8 * n, k, lane, values);
+        const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, kExactWeights>(values);
+#pragma unroll
+        for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[m][n], a[m], b);
       }
     }
   }
-  cp_async_wait<0>();  // the last group is empty; nothing is in flight when out_tile reuses the buffers
+  cp_async_wait<0>();  // the last groups are empty: nothing is in flight when the CTA ends
 
-  __syncthreads();  // the staging tiles are reused for the output tile
+  // dx = dx_direct + the products, straight from the accumulators: each lane owns two adjacent channels of a
+  // row (8-byte fp32 reads of dx_direct, one vector store of dx).
 #pragma unroll
-  for (int c = 0; c < 2; ++c)
-    nvcuda::wmma::store_matrix_sync(out_tile + warp_row * 16 * kOutStride + (warp_col + c) * 16, acc[c], kOutStride,
-                            nvcuda::wmma::mem_row_major);
-  __syncthreads();
-  for (int v = tid; v < kRows * kCols / 4; v += Config::kProductThreads) {
-    const int r = v / (kCols / 4);
-    const int i = (v % (kCols / 4)) * 4;
-    const std::int64_t t = row0 + r;
-    if (t >= T || i0 + i >= kBlockWidth) continue;
-    if (params.live_tokens != nullptr && params.live_tokens[t] == 0) continue;  // a skipped sequence's row
-    const std::int64_t offset = t * W + block_col + i0 + i;
-    const float4 direct = *reinterpret_cast<const float4*>(params.dx_direct + offset);
-    const float* projected = out_tile + r * kOutStride + i;
-    const float values[4] = {direct.x + projected[0], direct.y + projected[1], direct.z + projected[2],
-                             direct.w + projected[3]};
-    store_vector<Element, 4>(params.dx + offset, values);
+  for (int m = 0; m < Layout::kMBlocks; ++m) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const std::int64_t t = row0 + warp_row0 + 16 * m + 8 * half + lane.group;
+      if (t >= T) continue;
+      if (params.live_tokens != nullptr && params.live_tokens[t] == 0) continue;  // a skipped sequence's row
+#pragma unroll
+      for (int n = 0; n < Layout::kNBlocks; ++n) {
+        const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
+        if (i >= kBlockWidth) continue;
+        const std::int64_t offset = t * W + block_col + i;
+        const float2 direct = *reinterpret_cast<const float2*>(params.dx_direct + offset);
+        const float values[2] = {direct.x + acc[m][n][2 * half], direct.y + acc[m][n][2 * half + 1]};
+        store_vector<Element, 2>(params.dx + offset, values);
+      }
+    }
   }
 }
 
 //! Partials of dWx, dWa (and dbx, dba) over one time segment, for one 64 x 64 tile of [i, o] of block k.
-//! Grid: (ceil(w / 64) o-tiles, H · ceil(w / 64) (block, i-tile), segments).
+//! Grid: (ceil(w / 64) o-tiles, H · ceil(w / 64) (block, i-tile), segments), dynamic shared memory
+//! WeightGradProductLayout::kSharedBytes.
 template <class Config>
-__global__ void __launch_bounds__(Config::kProductThreads)
+__global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMinBlocks)
     backward_weight_grad_kernel(const BackwardWeightGradParams<typename Config::Element> params) {
-  constexpr int kTile = Config::kProductCols;
-  constexpr int kStep = Config::kProductStep;
+  using Element = typename Config::Element;
+  using Layout = WeightGradProductLayout<Config>;
+  constexpr int kPasses = Config::kTf32Passes;
+  constexpr bool kExactInputs = sizeof(Element) == 2;  // a widened bf16 or fp16 value is exact in tf32
+  constexpr int kTile = Layout::kTile;
+  constexpr int kStep = Layout::kStep;
   constexpr int kBlockWidth = Config::kBlockWidth;
-  constexpr int kTiles = (kBlockWidth + kTile - 1) / kTile;
-  constexpr int kStride = kTile + 4;  // 68 floats: rows 16-byte aligned (cp.async destinations)
-  constexpr int kTileFloats = kStep * kStride;
-  // x[t][i]: A(i, t), column-major. dgx[t][o], dga[t][o]: B(t, o), row-major; double-buffered (cp.async), so
-  // that the next step's gradients stream in while this step's products run.
-  __shared__ __align__(128) float x_tile[kTileFloats];
-  __shared__ __align__(128) float gx_tiles[2][kTileFloats];
-  __shared__ __align__(128) float ga_tiles[2][kTileFloats];
-  constexpr int kPieces = kStep * kTile / 4;
-  constexpr int kPiecesPerThread = (kPieces + Config::kProductThreads - 1) / Config::kProductThreads;
+  constexpr int kThreads = Config::kProductThreads;
+  constexpr int kInputVector = 16 / static_cast<int>(sizeof(Element));
+  constexpr int kInputPiecesPerRow = kTile / kInputVector;
+  constexpr int kGradPiecesPerRow = kTile / 4;
+  constexpr int kInputPieces = kStep * kInputPiecesPerRow;
+  constexpr int kGradPieces = kStep * kGradPiecesPerRow;
+  static_assert(kInputPieces % kThreads == 0 && kGradPieces % kThreads == 0, "dW: whole pieces per thread");
+  extern __shared__ __align__(128) unsigned char weight_grad_shared[];
 
   if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
 
   const int tid = threadIdx.x;
+  const MmaLane lane(tid % 32);
   const int warp = tid / 32;
-  const int warp_row = warp / 2;        // 16 rows of i
-  const int warp_col = (warp % 2) * 2;  // first of two 16-column slices of o
+  const int warp_row0 = (warp / Layout::kWarpsN) * Layout::kWarpRows;  // i
+  const int warp_col0 = (warp % Layout::kWarpsN) * Layout::kWarpCols;  // o
   const int o0 = static_cast<int>(blockIdx.x) * kTile;
-  const int block = static_cast<int>(blockIdx.y) / kTiles;
-  const int i_tile = static_cast<int>(blockIdx.y) % kTiles;
+  const int block = static_cast<int>(blockIdx.y) / Layout::kTiles;
+  const int i_tile = static_cast<int>(blockIdx.y) % Layout::kTiles;
   const int i0 = i_tile * kTile;
   const std::int64_t segment = blockIdx.z;
   const std::int64_t W = params.width;
   const std::int64_t block_col = static_cast<std::int64_t>(block) * kBlockWidth;
   const std::int64_t t_begin = segment * Config::kWeightGradSegment;
-  const std::int64_t t_end =
-      t_begin + Config::kWeightGradSegment < params.num_tokens ? t_begin + Config::kWeightGradSegment : params.num_tokens;
+  const std::int64_t t_end = t_begin + Config::kWeightGradSegment < params.num_tokens
+                                 ? t_begin + Config::kWeightGradSegment
+                                 : params.num_tokens;
+  const int steps = static_cast<int>((t_end - t_begin + kStep - 1) / kStep);
 
-  backward_detail::Tf32Accumulator acc_x[2], acc_a[2];
+  auto input_tile = [&](int stage) {
+    return reinterpret_cast<Element*>(weight_grad_shared + stage * Layout::kStageBytes);
+  };
+  auto grad_tile = [&](int stage, int matrix) {
+    return reinterpret_cast<float*>(weight_grad_shared + stage * Layout::kStageBytes + Layout::kInputBytes +
+                                    matrix * Layout::kGradBytes);
+  };
+  // Issue the cp.async of the step of 32 tokens from t_begin + step * 32 into `stage`. A dead token (of a
+  // skipped sequence) or one past the segment counts as zeros: neither its x nor its gradients are read.
+  auto request_step = [&](int step, int stage) {
+    if (step < steps) {
+      const std::int64_t t0 = t_begin + static_cast<std::int64_t>(step) * kStep;
+      Element* const inputs = input_tile(stage);
 #pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    nvcuda::wmma::fill_fragment(acc_x[c], 0.0f);
-    nvcuda::wmma::fill_fragment(acc_a[c], 0.0f);
-  }
+      for (int v = tid; v < kInputPieces; v += kThreads) {
+        const int r = v / kInputPiecesPerRow;
+        const int c = (v % kInputPiecesPerRow) * kInputVector;
+        const std::int64_t t = t0 + r;
+        const bool valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
+                           i0 + c < kBlockWidth;
+        stage_piece(inputs + r * Layout::kStride + c, params.x, t * W + block_col + i0 + c, valid);
+      }
+#pragma unroll
+      for (int v = tid; v < kGradPieces; v += kThreads) {
+        const int r = v / kGradPiecesPerRow;
+        const int c = (v % kGradPiecesPerRow) * 4;
+        const std::int64_t t = t0 + r;
+        const bool valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
+                           o0 + c < kBlockWidth;
+        const std::int64_t offset = t * W + block_col + o0 + c;
+        stage_piece(grad_tile(stage, 0) + r * Layout::kStride + c, params.dgx, offset, valid);
+        stage_piece(grad_tile(stage, 1) + r * Layout::kStride + c, params.dga, offset, valid);
+      }
+    }
+    cp_async_commit();
+  };
+
+  float acc[2][Layout::kMBlocks][Layout::kNBlocks][4] = {};  // [matrix: dWx, dWa]
   // Bias partials: thread o (< 64) sums dgx, thread 64 + o sums dga, token by token in time order.
   const bool bias_thread = i_tile == 0 && tid < 2 * kTile;
   float bias_sum = 0.0f;
 
-  // Software pipeline: the step at t0 + kStep is requested (gradients by cp.async into the other buffer, x into
-  // registers) before the products of the step at t0 run. The staged values, and so the products, are the same
-  // as without the pipeline: the same bits.
-  float4 x_next[kPiecesPerThread];
-  auto request_step = [&](std::int64_t t0, int buffer) {
 #pragma unroll
-    for (int j = 0; j < kPiecesPerThread; ++j) {
-      const int v = tid + j * Config::kProductThreads;
-      if (v >= kPieces) break;
-      const int r = v / (kTile / 4);
-      const int c = (v % (kTile / 4)) * 4;
-      const std::int64_t t = t0 + r;
-      // A dead token (of a skipped sequence) counts as zeros: neither its x nor its gradients are read.
-      const bool row_valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0);
-      const bool x_valid = row_valid && i0 + c < kBlockWidth;
-      x_next[j] = backward_detail::load4_or_zero(params.x + (x_valid ? t * W + block_col + i0 + c : 0), x_valid);
-      const bool g_valid = row_valid && o0 + c < kBlockWidth;
-      const std::int64_t g_offset = g_valid ? t * W + block_col + o0 + c : 0;  // a valid address when zero-filled
-      cp_async_16(gx_tiles[buffer] + r * kStride + c, params.dgx + g_offset, g_valid);
-      cp_async_16(ga_tiles[buffer] + r * kStride + c, params.dga + g_offset, g_valid);
-    }
-    cp_async_commit();
-  };
-  request_step(t_begin, 0);
+  for (int s = 0; s < Layout::kStages - 1; ++s) request_step(s, s);
 
-  int buffer = 0;
-  for (std::int64_t t0 = t_begin; t0 < t_end; t0 += kStep, buffer ^= 1) {
-    // Every thread finished the previous step's products: x_tile and the other gradient buffer are free.
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kPiecesPerThread; ++j) {
-      const int v = tid + j * Config::kProductThreads;
-      if (v >= kPieces) break;
-      backward_detail::store4(x_tile + (v / (kTile / 4)) * kStride + (v % (kTile / 4)) * 4, x_next[j]);
-    }
-    if (t0 + kStep < t_end) {
-      request_step(t0 + kStep, buffer ^ 1);
-    } else {
-      cp_async_commit();  // an empty group: the wait below always leaves exactly one group pending
-    }
-    cp_async_wait<1>();  // this step's gradients have landed (this thread's copies)
-    __syncthreads();     // ... and every thread's, and x_tile is complete
-    const float* gx_tile = gx_tiles[buffer];
-    const float* ga_tile = ga_tiles[buffer];
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait<Layout::kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
+    __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
+    request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
+    const int stage = step % Layout::kStages;
+    const Element* const inputs = input_tile(stage);
     if (bias_thread) {
-      const float* column = (tid < kTile ? gx_tile : ga_tile) + (tid % kTile);
+      const float* column = grad_tile(stage, tid < kTile ? 0 : 1) + (tid % kTile);
 #pragma unroll 8
-      for (int r = 0; r < kStep; ++r) bias_sum += column[r * kStride];
+      for (int r = 0; r < kStep; ++r) bias_sum += column[r * Layout::kStride];
     }
 #pragma unroll
     for (int k = 0; k < kStep; k += 8) {
-      // A(i, t) = x[t][i]: rows of A are channels i, stored along the staged rows: column-major.
-      backward_detail::Tf32FragmentAColMajor a;
-      nvcuda::wmma::load_matrix_sync(a, x_tile + k * kStride + warp_row * 16, kStride);
+      // A(i, t) = x[t][i]: the staged x rows are A's columns.
+      Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        backward_detail::Tf32FragmentB b;
-        nvcuda::wmma::load_matrix_sync(b, gx_tile + k * kStride + (warp_col + c) * 16, kStride);
-        backward_detail::mma_fp32_on_tf32<Config::kTf32Passes>(acc_x[c], a, b);
-        nvcuda::wmma::load_matrix_sync(b, ga_tile + k * kStride + (warp_col + c) * 16, kStride);
-        backward_detail::mma_fp32_on_tf32<Config::kTf32Passes>(acc_a[c], a, b);
+      for (int m = 0; m < Layout::kMBlocks; ++m) {
+        float values[4];
+        read_a_columns(inputs, Layout::kStride, warp_row0 + 16 * m, k, lane, values);
+        a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
+      }
+#pragma unroll
+      for (int n = 0; n < Layout::kNBlocks; ++n) {
+#pragma unroll
+        for (int matrix = 0; matrix < 2; ++matrix) {
+          float values[2];
+          read_b_columns(grad_tile(stage, matrix), Layout::kStride, warp_col0 + 8 * n, k, lane, values);
+          const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
+#pragma unroll
+          for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
+        }
       }
     }
   }
   cp_async_wait<0>();  // no copy outlives the CTA (the last groups are empty)
 
   const std::int64_t num_blocks = params.num_blocks;
-  const int i = i0 + warp_row * 16;
 #pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int o = o0 + (warp_col + c) * 16;
-    if (i >= kBlockWidth || o >= kBlockWidth) continue;  // w is a multiple of 16: fragments are all in or all out
-    const std::int64_t offset = ((segment * num_blocks + block) * kBlockWidth + i) * kBlockWidth + o;
-    nvcuda::wmma::store_matrix_sync(params.dWx_partial + offset, acc_x[c], kBlockWidth, nvcuda::wmma::mem_row_major);
-    nvcuda::wmma::store_matrix_sync(params.dWa_partial + offset, acc_a[c], kBlockWidth, nvcuda::wmma::mem_row_major);
+  for (int matrix = 0; matrix < 2; ++matrix) {
+    float* const partial = matrix == 0 ? params.dWx_partial : params.dWa_partial;
+#pragma unroll
+    for (int m = 0; m < Layout::kMBlocks; ++m) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = i0 + warp_row0 + 16 * m + 8 * half + lane.group;
+        if (i >= kBlockWidth) continue;
+#pragma unroll
+        for (int n = 0; n < Layout::kNBlocks; ++n) {
+          const int o = o0 + warp_col0 + 8 * n + 2 * lane.thread;
+          if (o >= kBlockWidth) continue;
+          const std::int64_t offset = ((segment * num_blocks + block) * kBlockWidth + i) * kBlockWidth + o;
+          *reinterpret_cast<float2*>(partial + offset) =
+              make_float2(acc[matrix][m][n][2 * half], acc[matrix][m][n][2 * half + 1]);
+        }
+      }
+    }
   }
   if (bias_thread && o0 + (tid % kTile) < kBlockWidth) {
     float* bias_partial = tid < kTile ? params.dbx_partial : params.dba_partial;

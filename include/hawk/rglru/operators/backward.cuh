@@ -163,6 +163,8 @@ class Backward {
   using Element = typename Config::Element;
   using Layout = backward_detail::ScanLayout<Config>;
   using ChunkLayout = backward_detail::ScanLayout<Config, true>;
+  using DxLayout = DxProductLayout<Config>;
+  using WeightGradLayout = WeightGradProductLayout<Config>;
   static constexpr BackwardScan kScan = Scan_;
   //! The chunked scan's tickets (a dense batch has N · ceil(L / TimeChunk) chunks, a packed one a slot per
   //! checkpoint row; each times W / WidthTile), their grid limit and grid (one CTA per ticket).
@@ -182,11 +184,16 @@ class Backward {
       HAWK_REQUIRE(s.block_width() == Config::kBlockWidth, StatusCode::kUnsupportedConfiguration,
                    "block width w = W / H = " + std::to_string(s.block_width()) +
                        " but the configuration's BlockWidth is " + std::to_string(Config::kBlockWidth));
-      const std::int64_t tiles = (Config::kBlockWidth + Config::kProductCols - 1) / Config::kProductCols;
-      HAWK_REQUIRE(s.num_blocks * tiles <= 65535, StatusCode::kInvalidArgument,
+      HAWK_REQUIRE(s.num_blocks * WeightGradLayout::kTiles <= 65535, StatusCode::kInvalidArgument,
                    "num_blocks H * ceil(w / 64) exceeds the grid limit 65535");
       HAWK_REQUIRE((s.num_tokens + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment <= 65535,
                    StatusCode::kInvalidArgument, "num_tokens exceeds 65535 * 1024 (weight-gradient segments)");
+      // Compared by division: the dx grid's CTA count is ceil(T / 64) * H * column tiles.
+      HAWK_REQUIRE((s.num_tokens + Config::kDxRows - 1) / Config::kDxRows <=
+                       INT32_MAX / (s.num_blocks * DxLayout::kColTiles),
+                   StatusCode::kInvalidArgument, "ceil(num_tokens / 64) * num_blocks H exceeds the grid limit 2^31 - 1");
+      HAWK_RETURN_IF_ERROR(check_shared_memory(DxLayout::kSharedBytes));
+      HAWK_RETURN_IF_ERROR(check_shared_memory(WeightGradLayout::kSharedBytes));
     }
     HAWK_REQUIRE(s.width % Config::kWidthTile == 0, StatusCode::kUnsupportedConfiguration,
                  "width W = " + std::to_string(s.width) + " is not a multiple of the configuration's WidthTile " +
@@ -285,7 +292,6 @@ class Backward {
 
     // (2) fused: the block-diagonal products
     if constexpr (Config::kFused) {
-      constexpr int kTiles = (Config::kBlockWidth + Config::kProductCols - 1) / Config::kProductCols;
       const auto H = static_cast<unsigned int>(s.num_blocks);
       const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
       const float* dga = reinterpret_cast<const float*>(base + ws.dga);
@@ -301,9 +307,11 @@ class Backward {
       dx.dx = static_cast<Element*>(args.dx);
       dx.num_tokens = s.num_tokens;
       dx.width = s.width;
-      const dim3 dx_grid(static_cast<unsigned int>((s.num_tokens + Config::kProductRows - 1) / Config::kProductRows),
-                         H * kTiles);
-      backward_dx_kernel<Config><<<dx_grid, Config::kProductThreads, 0, stream>>>(dx);
+      dx.num_blocks = static_cast<int>(s.num_blocks);
+      const auto dx_kernel = backward_dx_kernel<Config>;
+      HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
+      const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(s.num_tokens, s.num_blocks));
+      dx_kernel<<<dx_ctas, Config::kProductThreads, DxLayout::kSharedBytes, stream>>>(dx);
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_dx_kernel"));
 
       BackwardWeightGradParams<Element> wg;
@@ -319,8 +327,11 @@ class Backward {
       wg.num_tokens = s.num_tokens;
       wg.width = s.width;
       wg.num_blocks = static_cast<int>(s.num_blocks);
-      const dim3 wg_grid(kTiles, H * kTiles, static_cast<unsigned int>(ws.segments));
-      backward_weight_grad_kernel<Config><<<wg_grid, Config::kProductThreads, 0, stream>>>(wg);
+      const auto wg_kernel = backward_weight_grad_kernel<Config>;
+      HAWK_RETURN_IF_ERROR(KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes));
+      const dim3 wg_grid(WeightGradLayout::kTiles, H * WeightGradLayout::kTiles,
+                         static_cast<unsigned int>(ws.segments));
+      wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
 
       const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;

@@ -1,0 +1,298 @@
+// Decides whether the mma.sync product kernels (include/hawk/rglru/kernels/backward_projection_kernels.cuh) replace
+// the wmma ones (tests/gpu/rglru/previous_product_kernels.cuh, main at 0821dbc): at the four benchmark shapes (bf16,
+// the shipped configurations) it runs both dx kernels and both weight-gradient kernels on the same inputs, compares
+// their outputs bytewise (every element), and times each alone (CUDA events, 3 warm-up runs, the median of 20).
+//
+// Each shape also runs variants of the shipped configuration (pipeline depth, CTAs per SM asked of the register
+// allocator), which must give the same bytes too.
+//
+//   backward_products_probe [out.json]     one JSON object per shape, kernel and variant; exit status 1 on any
+//                                          byte that differs
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "hawk/rglru/dispatch.cuh"
+#include "hawk/rglru/kernels/backward_projection_kernels.cuh"
+#include "previous_product_kernels.cuh"
+#include "probe_support.cuh"
+
+namespace {
+
+using hawk::rglru::BackwardConfig;
+using hawk::rglru::DefaultFusedConfig;
+using hawk::rglru::ResetAtSequenceStart;
+
+//! Hashed fp32 values of several magnitudes (|v| in about [1e-3, 1]), never zero.
+__global__ void fill_float_kernel(float* data, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    std::uint32_t high = 0;
+    const float unit = hashed_unit(i, seed, high);
+    data[i] = unit * exp2f(-static_cast<float>(high % 10));
+  }
+}
+
+//! Counts the bytes where `a` and `b` differ.
+__global__ void count_differences_kernel(const unsigned char* a, const unsigned char* b, std::size_t n,
+                                         unsigned long long* count) {
+  unsigned long long local = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    local += a[i] != b[i];
+  if (local != 0) atomicAdd(count, local);
+}
+
+template <class T>
+T* device_alloc(std::size_t n) {
+  T* p = nullptr;
+  PROBE_CUDA(cudaMalloc(&p, n * sizeof(T)));
+  return p;
+}
+
+unsigned long long differing_bytes(const void* a, const void* b, std::size_t bytes) {
+  unsigned long long* count = device_alloc<unsigned long long>(1);
+  PROBE_CUDA(cudaMemset(count, 0, sizeof(unsigned long long)));
+  count_differences_kernel<<<1024, 256>>>(static_cast<const unsigned char*>(a), static_cast<const unsigned char*>(b),
+                                          bytes, count);
+  unsigned long long host = 0;
+  PROBE_CUDA(cudaMemcpy(&host, count, sizeof(host), cudaMemcpyDeviceToHost));
+  PROBE_CUDA(cudaFree(count));
+  return host;
+}
+
+//! Median over 20 timed runs (after 3 warm-up runs) of `launch`, in microseconds.
+template <class Launch>
+double median_us(Launch launch) {
+  cudaEvent_t start, stop;
+  PROBE_CUDA(cudaEventCreate(&start));
+  PROBE_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) launch();
+  std::vector<float> times;
+  for (int i = 0; i < 20; ++i) {
+    PROBE_CUDA(cudaEventRecord(start));
+    launch();
+    PROBE_CUDA(cudaEventRecord(stop));
+    PROBE_CUDA(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    PROBE_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms * 1000.0f);
+  }
+  PROBE_CUDA(cudaGetLastError());
+  PROBE_CUDA(cudaEventDestroy(start));
+  PROBE_CUDA(cudaEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return 0.5 * (times[9] + times[10]);
+}
+
+struct Shape {
+  int B, L, W, H;
+};
+
+//! A shipped configuration with other pipeline depths and occupancy targets (the same bits: neither changes a
+//! product or its order).
+template <class Base, int DxStages, int DxMinBlocks, int WeightGradStages, int WeightGradMinBlocks>
+struct Tuned : Base {
+  static constexpr int kDxStages = DxStages;
+  static constexpr int kDxMinBlocks = DxMinBlocks;
+  static constexpr int kWeightGradStages = WeightGradStages;
+  static constexpr int kWeightGradMinBlocks = WeightGradMinBlocks;
+};
+
+struct Inputs {
+  std::int64_t T, W, H, w, segments;
+  std::size_t rows, weights, partials, bias_partials;
+  float *dgx, *dga, *direct;
+  __nv_bfloat16 *x, *Wx, *Wa;
+};
+
+struct Outputs {
+  __nv_bfloat16* dx;
+  float *dWx, *dWa, *dbx, *dba;
+  explicit Outputs(const Inputs& in) {
+    dx = device_alloc<__nv_bfloat16>(in.rows);
+    dWx = device_alloc<float>(in.partials);
+    dWa = device_alloc<float>(in.partials);
+    dbx = device_alloc<float>(in.bias_partials);
+    dba = device_alloc<float>(in.bias_partials);
+    PROBE_CUDA(cudaMemset(dx, 0xFF, in.rows * sizeof(__nv_bfloat16)));
+    PROBE_CUDA(cudaMemset(dWx, 0xFF, in.partials * sizeof(float)));
+    PROBE_CUDA(cudaMemset(dWa, 0xFF, in.partials * sizeof(float)));
+    PROBE_CUDA(cudaMemset(dbx, 0xFF, in.bias_partials * sizeof(float)));
+    PROBE_CUDA(cudaMemset(dba, 0xFF, in.bias_partials * sizeof(float)));
+  }
+  void release() {
+    for (void* p : {static_cast<void*>(dx), static_cast<void*>(dWx), static_cast<void*>(dWa), static_cast<void*>(dbx),
+                    static_cast<void*>(dba)})
+      PROBE_CUDA(cudaFree(p));
+  }
+};
+
+hawk::rglru::BackwardDxParams<__nv_bfloat16> dx_params(const Inputs& in, const Outputs& o) {
+  hawk::rglru::BackwardDxParams<__nv_bfloat16> p;
+  p.dgx = in.dgx;
+  p.dga = in.dga;
+  p.dx_direct = in.direct;
+  p.Wx = in.Wx;
+  p.Wa = in.Wa;
+  p.dx = o.dx;
+  p.num_tokens = in.T;
+  p.width = in.W;
+  p.num_blocks = static_cast<int>(in.H);
+  return p;
+}
+
+hawk::rglru::BackwardWeightGradParams<__nv_bfloat16> wg_params(const Inputs& in, const Outputs& o) {
+  hawk::rglru::BackwardWeightGradParams<__nv_bfloat16> p;
+  p.x = in.x;
+  p.dgx = in.dgx;
+  p.dga = in.dga;
+  p.dWx_partial = o.dWx;
+  p.dWa_partial = o.dWa;
+  p.dbx_partial = o.dbx;
+  p.dba_partial = o.dba;
+  p.num_tokens = in.T;
+  p.width = in.W;
+  p.num_blocks = static_cast<int>(in.H);
+  return p;
+}
+
+struct Report {
+  const Shape* shape;
+  std::FILE* json;
+  bool first = true;
+  void row(const char* kernel, const char* variant, int block_width, double wmma_us, double us,
+           unsigned long long differing) {
+    std::printf("(%d, %d, %d, %d) w=%d %-11s %-22s wmma %8.1f us  mma.sync %8.1f us  %.2fx  differing bytes %llu\n",
+                shape->B, shape->L, shape->W, shape->H, block_width, kernel, variant, wmma_us, us, wmma_us / us,
+                differing);
+    if (json == nullptr) return;
+    std::fprintf(json,
+                 "%s{\"shape\": {\"batch\": %d, \"length\": %d, \"width\": %d, \"blocks\": %d}, \"kernel\": \"%s\", "
+                 "\"variant\": \"%s\", \"wmma_us\": %.1f, \"mma_sync_us\": %.1f, \"speedup\": %.3f, "
+                 "\"differing_bytes\": %llu}",
+                 first ? "" : ",\n", shape->B, shape->L, shape->W, shape->H, kernel, variant, wmma_us, us,
+                 wmma_us / us, differing);
+    first = false;
+  }
+};
+
+//! Runs `Config`'s two kernels, compares them with the wmma kernels' outputs `reference` and times them.
+template <class Config>
+bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us,
+                   const char* variant, Report& report) {
+  using DxLayout = hawk::rglru::DxProductLayout<Config>;
+  using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
+  Outputs out(in);
+  const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
+  const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
+  PROBE_CUDA(cudaFuncSetAttribute(dx_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(DxLayout::kSharedBytes)));
+  PROBE_CUDA(cudaFuncSetAttribute(wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(WeightGradLayout::kSharedBytes)));
+  auto dx = [&] {
+    dx_kernel<<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)), Config::kProductThreads,
+                DxLayout::kSharedBytes>>>(dx_params(in, out));
+  };
+  auto wg = [&] {
+    wg_kernel<<<dim3(WeightGradLayout::kTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kTiles,
+                     static_cast<unsigned int>(in.segments)),
+                Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(wg_params(in, out));
+  };
+  dx();
+  wg();
+  PROBE_CUDA(cudaDeviceSynchronize());
+  const unsigned long long dx_diff = differing_bytes(reference.dx, out.dx, in.rows * sizeof(__nv_bfloat16));
+  const unsigned long long wg_diff = differing_bytes(reference.dWx, out.dWx, in.partials * sizeof(float)) +
+                                     differing_bytes(reference.dWa, out.dWa, in.partials * sizeof(float)) +
+                                     differing_bytes(reference.dbx, out.dbx, in.bias_partials * sizeof(float)) +
+                                     differing_bytes(reference.dba, out.dba, in.bias_partials * sizeof(float));
+  report.row("dx", variant, Config::kBlockWidth, wmma_dx_us, median_us(dx), dx_diff);
+  report.row("weight_grad", variant, Config::kBlockWidth, wmma_wg_us, median_us(wg), wg_diff);
+  out.release();
+  return dx_diff == 0 && wg_diff == 0;
+}
+
+template <int BlockWidth>
+bool probe_shape(const Shape& shape, Report& report) {
+  using Config = BackwardConfig<typename DefaultFusedConfig<__nv_bfloat16, BlockWidth, ResetAtSequenceStart>::type>;
+  namespace previous = hawk::rglru::previous;
+  report.shape = &shape;
+  Inputs in;
+  in.T = static_cast<std::int64_t>(shape.B) * shape.L;
+  in.W = shape.W;
+  in.H = shape.H;
+  in.w = BlockWidth;
+  in.segments = (in.T + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
+  in.rows = static_cast<std::size_t>(in.T * in.W);
+  in.weights = static_cast<std::size_t>(in.H * in.w * in.w);
+  in.partials = static_cast<std::size_t>(in.segments * in.H * in.w * in.w);
+  in.bias_partials = static_cast<std::size_t>(in.segments * in.W);
+  in.dgx = device_alloc<float>(in.rows);
+  in.dga = device_alloc<float>(in.rows);
+  in.direct = device_alloc<float>(in.rows);
+  in.x = device_alloc<__nv_bfloat16>(in.rows);
+  in.Wx = device_alloc<__nv_bfloat16>(in.weights);
+  in.Wa = device_alloc<__nv_bfloat16>(in.weights);
+  fill_float_kernel<<<1024, 256>>>(in.dgx, in.rows, 11u);
+  fill_float_kernel<<<1024, 256>>>(in.dga, in.rows, 12u);
+  fill_float_kernel<<<1024, 256>>>(in.direct, in.rows, 13u);
+  fill_bf16_kernel<<<1024, 256>>>(in.x, in.rows, 14u, 2.0f);
+  fill_bf16_kernel<<<1024, 256>>>(in.Wx, in.weights, 15u, 0.2f);
+  fill_bf16_kernel<<<1024, 256>>>(in.Wa, in.weights, 16u, 0.2f);
+
+  Outputs reference(in);
+  const auto tiles = static_cast<unsigned int>((in.w + 63) / 64);
+  const auto H = static_cast<unsigned int>(in.H);
+  auto previous_dx = [&] {
+    previous::previous_backward_dx_kernel<Config>
+        <<<dim3(static_cast<unsigned int>((in.T + 63) / 64), H * tiles), previous::kPreviousThreads>>>(
+            dx_params(in, reference));
+  };
+  auto previous_wg = [&] {
+    previous::previous_backward_weight_grad_kernel<Config>
+        <<<dim3(tiles, H * tiles, static_cast<unsigned int>(in.segments)), previous::kPreviousThreads>>>(
+            wg_params(in, reference));
+  };
+  previous_dx();
+  previous_wg();
+  PROBE_CUDA(cudaDeviceSynchronize());
+  const double wmma_dx_us = median_us(previous_dx);
+  const double wmma_wg_us = median_us(previous_wg);
+
+  bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped (3/3, 3/3)", report);
+  same = probe_variant<Tuned<Config, 2, 4, 2, 4>>(in, reference, wmma_dx_us, wmma_wg_us, "stages 2, 4 CTAs/SM",
+                                                  report) && same;
+  same = probe_variant<Tuned<Config, 4, 2, 4, 2>>(in, reference, wmma_dx_us, wmma_wg_us, "stages 4, 2 CTAs/SM",
+                                                  report) && same;
+  same = probe_variant<Tuned<Config, 2, 3, 2, 3>>(in, reference, wmma_dx_us, wmma_wg_us, "stages 2, 3 CTAs/SM",
+                                                  report) && same;
+  reference.release();
+  for (void* p : {static_cast<void*>(in.dgx), static_cast<void*>(in.dga), static_cast<void*>(in.direct),
+                  static_cast<void*>(in.x), static_cast<void*>(in.Wx), static_cast<void*>(in.Wa)})
+    PROBE_CUDA(cudaFree(p));
+  return same;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Report report;
+  report.json = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
+  if (report.json != nullptr) std::fprintf(report.json, "[\n");
+  const Shape shapes[4] = {{4, 2048, 2048, 16}, {1, 8192, 2560, 10}, {16, 1024, 1024, 16}, {1, 65536, 2560, 10}};
+  bool same = probe_shape<128>(shapes[0], report);
+  same = probe_shape<256>(shapes[1], report) && same;
+  same = probe_shape<64>(shapes[2], report) && same;
+  same = probe_shape<256>(shapes[3], report) && same;
+  if (report.json != nullptr) {
+    std::fprintf(report.json, "\n]\n");
+    std::fclose(report.json);
+  }
+  std::printf(same ? "every byte the same\n" : "BYTES DIFFER\n");
+  return same ? 0 : 1;
+}

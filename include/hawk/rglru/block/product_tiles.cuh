@@ -1,0 +1,80 @@
+#pragma once
+//! \file
+//! The CTA-wide pieces of the backward's block-diagonal products (kernels/backward_projection_kernels.cuh):
+//! staging row-major tiles into shared memory by cp.async, and reading one warp's tf32 fragments out of them in
+//! the register layout of core/tf32_mma.cuh.
+//!
+//! Tiles are stored as they lie in global memory (row-major, rows padded), never transposed: a fragment reader
+//! says which of the tile's two axes is the product's k axis. The paddings are chosen so that every fragment
+//! read below is free of bank conflicts (each comment shows the bank pattern), and each row starts 16 bytes
+//! aligned (cp.async destinations).
+
+#include <cstdint>
+
+#include "hawk/core/async_copy.cuh"
+#include "hawk/core/element.cuh"
+#include "hawk/core/tf32_mma.cuh"
+
+namespace hawk {
+namespace rglru {
+
+#if defined(__CUDACC__)
+
+//! Stage one 16-byte piece (16 / sizeof(Element) consecutive elements of a row) by cp.async, or zero-fill it.
+//! `source` is only formed when `valid`: a zero-filled piece reads nothing (the fallback address is `base`).
+template <class Element>
+__device__ __forceinline__ void stage_piece(Element* destination, const Element* base, std::int64_t offset,
+                                            bool valid) {
+  cp_async_16(destination, base + (valid ? offset : 0), valid);
+}
+
+//! One warp's A fragment (16 x 8, see core/tf32_mma.cuh) from a tile that stores A row-major: A[m][k] at
+//! tile[m * stride + k]. With stride = 4 (mod 32) words: bank 4g + t, conflict-free.
+template <class Element>
+__device__ __forceinline__ void read_a_rows(const Element* tile, int stride, int m0, int k0, MmaLane lane,
+                                            float (&a)[4]) {
+  const Element* top = tile + (m0 + lane.group) * stride + k0 + lane.thread;
+  const Element* bottom = top + 8 * stride;
+  a[0] = to_float(top[0]);
+  a[1] = to_float(bottom[0]);
+  a[2] = to_float(top[4]);
+  a[3] = to_float(bottom[4]);
+}
+
+//! One warp's A fragment from a tile that stores A k-major (A[m][k] at tile[k * stride + m]: x[t][i] read as
+//! A(i, t)). With stride = 8 (mod 32) words (fp32) or 4 (mod 32) words (16-bit): conflict-free.
+template <class Element>
+__device__ __forceinline__ void read_a_columns(const Element* tile, int stride, int m0, int k0, MmaLane lane,
+                                               float (&a)[4]) {
+  const Element* first = tile + (k0 + lane.thread) * stride + m0 + lane.group;
+  const Element* second = first + 4 * stride;
+  a[0] = to_float(first[0]);
+  a[1] = to_float(first[8]);
+  a[2] = to_float(second[0]);
+  a[3] = to_float(second[8]);
+}
+
+//! One warp's B fragment (8 x 8) from a tile that stores B n-major (B[k][n] at tile[n * stride + k]: W[i][o]
+//! read as B(o, i)). With stride = 4 (mod 32) words (fp32) or 20 (mod 32) words (16-bit): conflict-free.
+template <class Element>
+__device__ __forceinline__ void read_b_rows(const Element* tile, int stride, int n0, int k0, MmaLane lane,
+                                            float (&b)[2]) {
+  const Element* row = tile + (n0 + lane.group) * stride + k0 + lane.thread;
+  b[0] = to_float(row[0]);
+  b[1] = to_float(row[4]);
+}
+
+//! One warp's B fragment from a tile that stores B k-major (B[k][n] at tile[k * stride + n]: dg[t][o]). With
+//! stride = 8 (mod 32) words: bank 8t + g, conflict-free.
+template <class Element>
+__device__ __forceinline__ void read_b_columns(const Element* tile, int stride, int n0, int k0, MmaLane lane,
+                                               float (&b)[2]) {
+  const Element* column = tile + (k0 + lane.thread) * stride + n0 + lane.group;
+  b[0] = to_float(column[0]);
+  b[1] = to_float(column[4 * stride]);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace rglru
+}  // namespace hawk

@@ -1,0 +1,246 @@
+// The backward's block-diagonal product kernels (backward_dx_kernel, backward_weight_grad_kernel: mma.sync on
+// tf32, cp.async rings) against the wmma kernels they replaced (previous_product_kernels.cuh), bytewise: dx and
+// every dW / db partial, for every shipped (element, block width), a 3-pass 16-bit configuration and a block width
+// that is not a multiple of the 32-deep reduction step; lengths with tails (1 token, a partial tile, a partial
+// dW segment); with and without dead tokens (padding sequences: their rows are neither read nor written). Outputs
+// start poisoned, so an element one kernel writes and the other does not fails the comparison. A negative control
+// shows the comparison can fail. (The products against the float64 reference: check_one in
+// backward_support.cuh, through the whole backward.)
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hawk/rglru/dispatch.cuh"
+#include "hawk/rglru/kernels/backward_projection_kernels.cuh"
+#include "hawk_test/device_buffers.cuh"
+#include "previous_product_kernels.cuh"
+
+namespace {
+
+using hawk::rglru::BackwardConfig;
+using hawk::rglru::DefaultFusedConfig;
+using hawk::rglru::ResetFlags;
+using hawk_test::bytes_of;
+using hawk_test::poison;
+using hawk_test::raw;
+using Bytes = std::vector<unsigned char>;
+
+//! The inputs of both product kernels, random (never zeros), on the device.
+template <class Element>
+struct ProductInputs {
+  std::int64_t T, H, w, W, segments;
+  thrust::device_vector<float> dgx, dga, dx_direct;
+  thrust::device_vector<Element> Wx, Wa, x;
+  thrust::device_vector<std::uint8_t> live;  // empty: every token live
+
+  ProductInputs(std::int64_t tokens, std::int64_t blocks, std::int64_t block_width, bool dead_tokens)
+      : T(tokens), H(blocks), w(block_width), W(blocks * block_width),
+        segments((tokens + hawk::rglru::kWeightGradSegment - 1) / hawk::rglru::kWeightGradSegment) {
+    const auto rows = static_cast<std::size_t>(T * W);
+    const auto weights = static_cast<std::size_t>(H * w * w);
+    // Gradients over several orders of magnitude, so that the tf32 remainder of a 3-pass product matters.
+    std::vector<double> g = hawk_test::random_uniform(rows, -1.0, 1.0, hawk_test::fresh_seed());
+    const std::vector<double> scale = hawk_test::random_uniform(rows, -3.0, 3.0, hawk_test::fresh_seed());
+    for (std::size_t e = 0; e < rows; ++e) g[e] *= std::pow(10.0, scale[e]);
+    dgx = hawk_test::to_device<float>(g);
+    dga = hawk_test::to_device<float>(hawk_test::random_uniform(rows, -2.0, 2.0, hawk_test::fresh_seed()));
+    dx_direct = hawk_test::to_device<float>(hawk_test::random_uniform(rows, -1.0, 1.0, hawk_test::fresh_seed()));
+    Wx = hawk_test::to_device<Element>(hawk_test::random_uniform(weights, -0.2, 0.2, hawk_test::fresh_seed()));
+    Wa = hawk_test::to_device<Element>(hawk_test::random_uniform(weights, -0.2, 0.2, hawk_test::fresh_seed()));
+    x = hawk_test::to_device<Element>(hawk_test::random_uniform(rows, -2.0, 2.0, hawk_test::fresh_seed()));
+    if (dead_tokens) {
+      // A run of dead tokens across a 64-token tile edge and a 32-token step edge, and scattered single ones.
+      std::vector<std::uint8_t> host(static_cast<std::size_t>(T), 1);
+      for (std::int64_t t = 0; t < T; ++t)
+        if (t % 7 == 3 || (t >= 50 && t < 130)) host[static_cast<std::size_t>(t)] = 0;
+      live = thrust::device_vector<std::uint8_t>(host.begin(), host.end());
+    }
+  }
+  const std::uint8_t* live_tokens() const { return live.empty() ? nullptr : raw(live); }
+};
+
+//! Everything the product kernels write, poisoned before they run.
+template <class Element>
+struct ProductOutputs {
+  thrust::device_vector<Element> dx;
+  thrust::device_vector<float> dWx, dWa, dbx, dba;
+
+  template <class Inputs>
+  explicit ProductOutputs(const Inputs& in)
+      : dx(static_cast<std::size_t>(in.T * in.W)),
+        dWx(static_cast<std::size_t>(in.segments * in.H * in.w * in.w)),
+        dWa(dWx.size()),
+        dbx(static_cast<std::size_t>(in.segments * in.W)),
+        dba(dbx.size()) {
+    poison(dx);
+    poison(dWx);
+    poison(dWa);
+    poison(dbx);
+    poison(dba);
+  }
+  std::vector<Bytes> bytes() const {
+    return {bytes_of(dx), bytes_of(dWx), bytes_of(dWa), bytes_of(dbx), bytes_of(dba)};
+  }
+};
+
+template <class Element, class Outputs>
+hawk::rglru::BackwardDxParams<Element> dx_params(const ProductInputs<Element>& in, Outputs& out) {
+  hawk::rglru::BackwardDxParams<Element> p;
+  p.live_tokens = in.live_tokens();
+  p.dgx = raw(in.dgx);
+  p.dga = raw(in.dga);
+  p.dx_direct = raw(in.dx_direct);
+  p.Wx = raw(in.Wx);
+  p.Wa = raw(in.Wa);
+  p.dx = thrust::raw_pointer_cast(out.dx.data());
+  p.num_tokens = in.T;
+  p.width = in.W;
+  p.num_blocks = static_cast<int>(in.H);
+  return p;
+}
+
+template <class Element, class Outputs>
+hawk::rglru::BackwardWeightGradParams<Element> weight_grad_params(const ProductInputs<Element>& in, Outputs& out) {
+  hawk::rglru::BackwardWeightGradParams<Element> p;
+  p.live_tokens = in.live_tokens();
+  p.x = raw(in.x);
+  p.dgx = raw(in.dgx);
+  p.dga = raw(in.dga);
+  p.dWx_partial = thrust::raw_pointer_cast(out.dWx.data());
+  p.dWa_partial = thrust::raw_pointer_cast(out.dWa.data());
+  p.dbx_partial = thrust::raw_pointer_cast(out.dbx.data());
+  p.dba_partial = thrust::raw_pointer_cast(out.dba.data());
+  p.num_tokens = in.T;
+  p.width = in.W;
+  p.num_blocks = static_cast<int>(in.H);
+  return p;
+}
+
+//! The wmma kernels, launched as the operator launched them at 0821dbc.
+template <class Config>
+std::vector<Bytes> run_previous(const ProductInputs<typename Config::Element>& in) {
+  namespace previous = hawk::rglru::previous;
+  using Element = typename Config::Element;
+  ProductOutputs<Element> out(in);
+  const auto tiles = static_cast<unsigned int>((Config::kBlockWidth + 63) / 64);
+  const auto H = static_cast<unsigned int>(in.H);
+  previous::previous_backward_dx_kernel<Config>
+      <<<dim3(static_cast<unsigned int>((in.T + 63) / 64), H * tiles), previous::kPreviousThreads>>>(
+          dx_params(in, out));
+  previous::previous_backward_weight_grad_kernel<Config>
+      <<<dim3(tiles, H * tiles, static_cast<unsigned int>(in.segments)), previous::kPreviousThreads>>>(
+          weight_grad_params(in, out));
+  HAWK_TEST_CUDA(cudaGetLastError());
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  return out.bytes();
+}
+
+//! The shipped kernels, launched as operators/backward.cuh launches them.
+template <class Config>
+std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in) {
+  using Element = typename Config::Element;
+  using DxLayout = hawk::rglru::DxProductLayout<Config>;
+  using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
+  ProductOutputs<Element> out(in);
+  const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
+  const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
+  REQUIRE(hawk::KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes).ok());
+  REQUIRE(hawk::KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes).ok());
+  dx_kernel<<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)), Config::kProductThreads,
+              DxLayout::kSharedBytes>>>(dx_params(in, out));
+  const auto H = static_cast<unsigned int>(in.H);
+  wg_kernel<<<dim3(WeightGradLayout::kTiles, H * WeightGradLayout::kTiles, static_cast<unsigned int>(in.segments)),
+              Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(weight_grad_params(in, out));
+  HAWK_TEST_CUDA(cudaGetLastError());
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  return out.bytes();
+}
+
+const char* const kOutputNames[] = {"dx", "dWx partials", "dWa partials", "dbx partials", "dba partials"};
+
+template <class Config>
+void check_same_bits(std::int64_t T, std::int64_t H, bool dead_tokens) {
+  using Element = typename Config::Element;
+  INFO("w = " << Config::kBlockWidth << ", element bytes " << sizeof(Element) << ", " << Config::kTf32Passes
+              << " tf32 passes, T = " << T << ", H = " << H << (dead_tokens ? ", dead tokens" : ""));
+  const ProductInputs<Element> in(T, H, Config::kBlockWidth, dead_tokens);
+  const std::vector<Bytes> previous = run_previous<Config>(in);
+  const std::vector<Bytes> current = run_current<Config>(in);
+  for (std::size_t output = 0; output < previous.size(); ++output) {
+    INFO(kOutputNames[output]);
+    CHECK(current[output] == previous[output]);
+  }
+  // The dx rows of live tokens were written (not left poisoned) by both.
+  const Bytes poisoned_row(static_cast<std::size_t>(in.W) * sizeof(Element), 0xFF);
+  const std::vector<std::uint8_t> live = in.live.empty() ? std::vector<std::uint8_t>(static_cast<std::size_t>(T), 1)
+                                                         : std::vector<std::uint8_t>(in.live.begin(), in.live.end());
+  for (std::int64_t t = 0; t < T; ++t) {
+    const auto begin = current[0].begin() + static_cast<std::ptrdiff_t>(t * in.W * sizeof(Element));
+    const bool untouched = std::equal(poisoned_row.begin(), poisoned_row.end(), begin);
+    if (untouched == (live[static_cast<std::size_t>(t)] != 0)) {
+      FAIL("dx row " << t << (untouched ? " of a live token was not written" : " of a dead token was written"));
+    }
+  }
+}
+
+template <class Config>
+void check_same_bits_at_every_length() {
+  for (const std::int64_t T : {std::int64_t{1}, std::int64_t{77}, std::int64_t{2 * 1024 + 333}}) {
+    check_same_bits<Config>(T, 3, false);
+  }
+  check_same_bits<Config>(1024 + 200, 2, true);
+}
+
+template <class Element, int BlockWidth>
+using Shipped = BackwardConfig<typename DefaultFusedConfig<Element, BlockWidth, ResetFlags>::type>;
+
+}  // namespace
+
+TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, bf16", "[backward][products]") {
+  check_same_bits_at_every_length<Shipped<__nv_bfloat16, 64>>();
+  check_same_bits_at_every_length<Shipped<__nv_bfloat16, 128>>();
+  check_same_bits_at_every_length<Shipped<__nv_bfloat16, 256>>();
+}
+
+TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, fp16", "[backward][products]") {
+  check_same_bits_at_every_length<Shipped<__half, 64>>();
+  check_same_bits_at_every_length<Shipped<__half, 128>>();
+  check_same_bits_at_every_length<Shipped<__half, 256>>();
+}
+
+TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, fp32 (3 tf32 passes)",
+          "[backward][products]") {
+  check_same_bits_at_every_length<Shipped<float, 64>>();
+  check_same_bits_at_every_length<Shipped<float, 128>>();
+  check_same_bits_at_every_length<Shipped<float, 256>>();
+}
+
+TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, bf16 with 3 tf32 passes and a "
+          "block width of 48 (a partial reduction step)",
+          "[backward][products]") {
+  using Forward128 = typename DefaultFusedConfig<__nv_bfloat16, 128, ResetFlags>::type;
+  check_same_bits_at_every_length<BackwardConfig<Forward128, 3>>();
+  using Forward48 = hawk::rglru::ForwardConfig<__nv_bfloat16, 48, 16, 64, 256, ResetFlags,
+                                               hawk::rglru::GateMode::kFused, 2>;
+  check_same_bits_at_every_length<BackwardConfig<Forward48>>();
+}
+
+TEST_CASE("backward products: the bytewise comparison fails when one gradient element differs (negative control)",
+          "[backward][products]") {
+  using Config = Shipped<__nv_bfloat16, 128>;
+  ProductInputs<__nv_bfloat16> in(200, 2, Config::kBlockWidth, false);
+  const std::vector<Bytes> before = run_current<Config>(in);
+  // One dgx element (token 5, channel 3) set 100 times above the largest gradient, so that dx row 5 changes
+  // even in bf16, and so do dWx and dbx.
+  in.dgx[5 * in.W + 3] = 1.0e5f;
+  const std::vector<Bytes> after = run_current<Config>(in);
+  CHECK(after[0] != before[0]);  // dx
+  CHECK(after[1] != before[1]);  // dWx partials
+  CHECK(after[3] != before[3]);  // dbx partials
+  CHECK(after[2] == before[2]);  // dWa partials: dga untouched
+}
