@@ -48,7 +48,8 @@ struct Tf32Operand {
 
 //! Prepare fp32 values for `Passes` tf32 products. Rounding is to nearest (cvt.rna, the same intrinsic the
 //! wmma path used); the tensor core would truncate. `Exact`: the values are already tf32 (widened bf16 or fp16),
-//! so rounding returns them unchanged and is skipped, and their remainder is +0 (what tf32(v - v) gives).
+//! so rounding returns them unchanged and is skipped; their remainder is v - v, which is what tf32(v - v) gives
+//! (+0 for a finite v, NaN for an infinite one) without the conversion.
 template <int Passes, bool Exact, int N>
 __device__ __forceinline__ Tf32Operand<Passes, N> to_tf32_operand(const float (&values)[N]) {
   Tf32Operand<Passes, N> operand;
@@ -56,7 +57,9 @@ __device__ __forceinline__ Tf32Operand<Passes, N> to_tf32_operand(const float (&
   for (int e = 0; e < N; ++e) {
     const float high = Exact ? values[e] : nvcuda::wmma::__float_to_tf32(values[e]);
     operand.hi[e] = high;
-    if constexpr (Passes == 3) operand.lo[e] = Exact ? 0.0f : nvcuda::wmma::__float_to_tf32(values[e] - high);
+    if constexpr (Passes == 3) {
+      operand.lo[e] = Exact ? values[e] - high : nvcuda::wmma::__float_to_tf32(values[e] - high);
+    }
   }
   return operand;
 }

@@ -334,15 +334,16 @@ struct BackwardConfig {
   static constexpr int kProductStep = 32;
   //! dx: one CTA per 64 tokens x kDxCols channels of one block (all of a block up to w = 128, so that a CTA
   //! reads its gradient rows once), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of
-  //! the register allocator (__launch_bounds__).
+  //! the register allocator (__launch_bounds__): three where three fit in shared memory (16-bit elements: 58 and
+  //! 69 KB a CTA), two for fp32 (83 KB a CTA), which would only spill under a three-CTA register cap.
   static constexpr int kDxRows = 64;
-  static constexpr int kDxCols = kBlockWidth >= 128 ? 128 : 64;
+  static constexpr int kDxCols = kBlockWidth > 64 ? 128 : 64;
   static constexpr int kDxStages = 3;
-  static constexpr int kDxMinBlocks = 3;
+  static constexpr int kDxMinBlocks = sizeof(Element) == 4 ? 2 : 3;
   //! dW: one CTA per (time segment, block, 64 x 64 tile of [i, o]), both matrices, kWeightGradStages deep.
   static constexpr int kWeightGradTile = 64;
   static constexpr int kWeightGradStages = 3;
-  static constexpr int kWeightGradMinBlocks = 3;
+  static constexpr int kWeightGradMinBlocks = sizeof(Element) == 4 ? 2 : 3;
   static constexpr int kWeightGradSegment = ::hawk::rglru::kWeightGradSegment;
 
   static_assert(Tf32Passes_ == 1 || Tf32Passes_ == 3, "BackwardConfig: Tf32Passes must be 1 or 3");

@@ -1,8 +1,9 @@
 // The backward's block-diagonal product kernels (backward_dx_kernel, backward_weight_grad_kernel: mma.sync on
 // tf32, cp.async rings) against the wmma kernels they replaced (previous_product_kernels.cuh), bytewise: dx and
-// every dW / db partial, for every shipped (element, block width), a 3-pass 16-bit configuration and a block width
-// that is not a multiple of the 32-deep reduction step; lengths with tails (1 token, a partial tile, a partial
-// dW segment); with and without dead tokens (padding sequences: their rows are neither read nor written). Outputs
+// every dW / db partial, for every shipped (element, block width), a 3-pass 16-bit configuration, a block width
+// that is not a multiple of the 32-deep reduction step (48) and one with partial tiles (144); lengths with tails
+// (1 token, a partial tile, a partial dW segment); with and without dead tokens (padding sequences: their rows are
+// neither read nor written); with infinite inputs (NaN counts as NaN there). Outputs
 // start poisoned, so an element one kernel writes and the other does not fails the comparison. A negative control
 // shows the comparison can fail. (The products against the float64 reference: check_one in
 // backward_support.cuh, through the whole backward.)
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hawk/rglru/dispatch.cuh"
@@ -163,6 +165,28 @@ std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in
 
 const char* const kOutputNames[] = {"dx", "dWx partials", "dWa partials", "dbx partials", "dba partials"};
 
+//! Whether the elements of two outputs (`element_bytes` each: 2 for a bf16 / fp16 dx, 4 otherwise) are the same
+//! bits, any NaN counting as every other NaN (the NaN a product of infinities makes is not part of the contract).
+bool same_bits_up_to_nan(const Bytes& a, const Bytes& b, std::size_t element_bytes, bool half_is_bf16) {
+  if (a.size() != b.size()) return false;
+  auto is_nan = [&](const unsigned char* p) {
+    if (element_bytes == 4) {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return (v & 0x7F800000u) == 0x7F800000u && (v & 0x007FFFFFu) != 0;
+    }
+    std::uint16_t v;
+    std::memcpy(&v, p, 2);
+    return half_is_bf16 ? (v & 0x7F80u) == 0x7F80u && (v & 0x007Fu) != 0
+                        : (v & 0x7C00u) == 0x7C00u && (v & 0x03FFu) != 0;
+  };
+  for (std::size_t e = 0; e < a.size(); e += element_bytes) {
+    if (std::memcmp(&a[e], &b[e], element_bytes) == 0) continue;
+    if (!(is_nan(&a[e]) && is_nan(&b[e]))) return false;
+  }
+  return true;
+}
+
 template <class Config>
 void check_same_bits(std::int64_t T, std::int64_t H, bool dead_tokens) {
   using Element = typename Config::Element;
@@ -220,14 +244,54 @@ TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, 
   check_same_bits_at_every_length<Shipped<float, 256>>();
 }
 
-TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, bf16 with 3 tf32 passes and a "
-          "block width of 48 (a partial reduction step)",
+TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, bf16 with 3 tf32 passes and "
+          "block widths of 48 (a partial reduction step) and 144 (partial tiles)",
           "[backward][products]") {
   using Forward128 = typename DefaultFusedConfig<__nv_bfloat16, 128, ResetFlags>::type;
   check_same_bits_at_every_length<BackwardConfig<Forward128, 3>>();
   using Forward48 = hawk::rglru::ForwardConfig<__nv_bfloat16, 48, 16, 64, 256, ResetFlags,
                                                hawk::rglru::GateMode::kFused, 2>;
   check_same_bits_at_every_length<BackwardConfig<Forward48>>();
+  // w = 144: a partial second dx column tile (16 of 128 channels) and partial dW tiles beyond the first 128.
+  using Forward144 = hawk::rglru::ForwardConfig<__nv_bfloat16, 144, 16, 64, 256, ResetFlags,
+                                                hawk::rglru::GateMode::kFused, 2>;
+  check_same_bits<BackwardConfig<Forward144>>(1024 + 200, 2, true);
+  check_same_bits<BackwardConfig<Forward144>>(77, 2, false);
+}
+
+namespace {
+
+//! Infinite inputs: a weight, an x element and a gradient element set to +-inf. Both kernels must give the same
+//! bits wherever the result is not NaN, and NaN at the same places (3 passes: the remainder of an infinite exact
+//! operand is NaN, as wmma's tf32(v - v) made it).
+template <class Config>
+void check_same_bits_with_infinities() {
+  using Element = typename Config::Element;
+  INFO("w = " << Config::kBlockWidth << ", " << Config::kTf32Passes << " tf32 passes, infinite inputs");
+  ProductInputs<Element> in(300, 2, Config::kBlockWidth, false);
+  in.Wx[5] = hawk::from_float<Element>(INFINITY);
+  in.Wa[in.w * in.w + 7] = hawk::from_float<Element>(-INFINITY);
+  in.x[40 * in.W + 3] = hawk::from_float<Element>(-INFINITY);
+  in.dga[200 * in.W + in.w + 9] = INFINITY;
+  const std::vector<Bytes> previous = run_previous<Config>(in);
+  const std::vector<Bytes> current = run_current<Config>(in);
+  for (std::size_t output = 0; output < previous.size(); ++output) {
+    INFO(kOutputNames[output]);
+    const std::size_t element_bytes = output == 0 ? sizeof(Element) : sizeof(float);
+    CHECK(same_bits_up_to_nan(current[output], previous[output], element_bytes,
+                              std::is_same<Element, __nv_bfloat16>::value));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits with infinite inputs, 1 and 3 "
+          "tf32 passes",
+          "[backward][products]") {
+  check_same_bits_with_infinities<Shipped<__nv_bfloat16, 128>>();
+  using Forward128 = typename DefaultFusedConfig<__nv_bfloat16, 128, ResetFlags>::type;
+  check_same_bits_with_infinities<BackwardConfig<Forward128, 3>>();
+  check_same_bits_with_infinities<Shipped<float, 64>>();
 }
 
 TEST_CASE("backward products: the bytewise comparison fails when one gradient element differs (negative control)",

@@ -191,7 +191,8 @@ class Backward {
       // Compared by division: the dx grid's CTA count is ceil(T / 64) * H * column tiles.
       HAWK_REQUIRE((s.num_tokens + Config::kDxRows - 1) / Config::kDxRows <=
                        INT32_MAX / (s.num_blocks * DxLayout::kColTiles),
-                   StatusCode::kInvalidArgument, "ceil(num_tokens / 64) * num_blocks H exceeds the grid limit 2^31 - 1");
+                   StatusCode::kInvalidArgument,
+                   "ceil(num_tokens / 64) * num_blocks H * ceil(w / 128) (the dx grid) exceeds the grid limit 2^31 - 1");
       HAWK_RETURN_IF_ERROR(check_shared_memory(DxLayout::kSharedBytes));
       HAWK_RETURN_IF_ERROR(check_shared_memory(WeightGradLayout::kSharedBytes));
     }
