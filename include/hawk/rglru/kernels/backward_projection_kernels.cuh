@@ -94,20 +94,12 @@ struct DxProductLayout {
   static constexpr std::size_t kWeightBytes = sizeof(Element) * kCols * kWeightStride;
   static constexpr std::size_t kStageBytes = kGradBytes + kWeightBytes;
   static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
-  //! The tile's direct term dx_direct streams in while the last reduction steps' products run: two halves of
-  //! kRows / 2 rows, each through the ring slot of one of the two steps after the last (kDirectStride floats a
-  //! row: 8 (mod 32) words, so that a warp's 8-byte reads take the minimum two wavefronts).
-  static constexpr int kDirectHalfRows = kRows / 2;
-  static constexpr int kDirectStride = kCols + 8;
   static constexpr int kWarpsM = 2;
   static constexpr int kWarpsN = 4;
   static constexpr int kWarpRows = kRows / kWarpsM;
   static constexpr int kWarpCols = kCols / kWarpsN;
   static constexpr int kMBlocks = kWarpRows / 16;
   static constexpr int kNBlocks = kWarpCols / 8;
-  static_assert(kStages >= 2, "DxProductLayout: at least two stages (one step lands while the previous is used)");
-  static_assert(sizeof(float) * kDirectHalfRows * kDirectStride <= kStageBytes,
-                "DxProductLayout: half of the direct term must fit one ring slot");
   static_assert(kWarpsM * kWarpsN * 32 == Config::kProductThreads, "DxProductLayout: 8 warps");
   static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "DxProductLayout: warp tiles of whole fragments");
   static_assert(kStageBytes % 16 == 0 && (sizeof(Element) * kWeightStride) % 16 == 0,
@@ -205,24 +197,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   auto weight_tile = [&](int stage) {
     return reinterpret_cast<Element*>(dx_shared + stage * Layout::kStageBytes + Layout::kGradBytes);
   };
-  // Issue the cp.async of reduction step `step` into `stage`, one commit group per step. Steps kSteps and
-  // kSteps + 1 are the two halves of the direct term; later ones are empty groups.
+  // Issue the cp.async of reduction step `step` into `stage` (one commit group per step, empty past the end).
   auto request_step = [&](int step, int stage) {
-    if (step >= kSteps && step < kSteps + 2) {
-      const int half = step - kSteps;
-      float* const direct = reinterpret_cast<float*>(dx_shared + stage * Layout::kStageBytes);
-      constexpr int kPiecesPerRow = Layout::kCols / 4;
-#pragma unroll 1  // twice per CTA: a rolled loop keeps the registers of the main loop's products free
-      for (int v = tid; v < Layout::kDirectHalfRows * kPiecesPerRow; v += kThreads) {
-        const int r = v / kPiecesPerRow;
-        const int c = (v % kPiecesPerRow) * 4;
-        const std::int64_t t = row0 + half * Layout::kDirectHalfRows + r;
-        // A dead token's workspace row was never written: not read (its dx row is not stored either).
-        const bool valid = t < T && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
-                           i0 + c < kBlockWidth;
-        stage_piece(direct + r * Layout::kDirectStride + c, params.dx_direct, t * W + block_col + i0 + c, valid);
-      }
-    }
     if (step < kSteps) {
       const int matrix = step / kOSteps;
       const int o0 = (step % kOSteps) * kStep;
@@ -282,36 +258,25 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       }
     }
   }
-  // With two stages the loop requested only the direct term's first half: the second goes into the slot the
-  // last step used, once every warp is done with it.
-  if constexpr (Layout::kStages < 3) {
-    __syncthreads();
-    for (int step = kSteps + Layout::kStages - 1; step < kSteps + 2; ++step) request_step(step, step % Layout::kStages);
-  }
-  cp_async_wait<0>();  // the direct term has landed (this thread's copies; nothing else is in flight) ...
-  __syncthreads();     // ... and every thread's
+  cp_async_wait<0>();  // the last groups are empty: nothing is in flight when the CTA ends
 
   // dx = dx_direct + the products, straight from the accumulators: each lane owns two adjacent channels of a
-  // row (8-byte reads of the staged direct term, one vector store of dx).
+  // row (8-byte fp32 reads of dx_direct, one vector store of dx).
 #pragma unroll
   for (int m = 0; m < Layout::kMBlocks; ++m) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = warp_row0 + 16 * m + 8 * half + lane.group;
-      const std::int64_t t = row0 + row;
+      const std::int64_t t = row0 + warp_row0 + 16 * m + 8 * half + lane.group;
       if (t >= T) continue;
       if (params.live_tokens != nullptr && params.live_tokens[t] == 0) continue;  // a skipped sequence's row
-      const int direct_half = row / Layout::kDirectHalfRows;
-      const float* const direct_row =
-          reinterpret_cast<const float*>(dx_shared + (kSteps + direct_half) % Layout::kStages * Layout::kStageBytes) +
-          (row % Layout::kDirectHalfRows) * Layout::kDirectStride;
 #pragma unroll
       for (int n = 0; n < Layout::kNBlocks; ++n) {
-        const int c = warp_col0 + 8 * n + 2 * lane.thread;
-        if (i0 + c >= kBlockWidth) continue;
-        const float2 direct = *reinterpret_cast<const float2*>(direct_row + c);
+        const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
+        if (i >= kBlockWidth) continue;
+        const std::int64_t offset = t * W + block_col + i;
+        const float2 direct = *reinterpret_cast<const float2*>(params.dx_direct + offset);
         const float values[2] = {direct.x + acc[m][n][2 * half], direct.y + acc[m][n][2 * half + 1]};
-        store_vector<Element, 2>(params.dx + t * W + block_col + i0 + c, values);
+        store_vector<Element, 2>(params.dx + offset, values);
       }
     }
   }
