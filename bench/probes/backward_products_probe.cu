@@ -97,13 +97,14 @@ struct Shape {
 //! same bits at the probe's widths, multiples of 64: none changes a product or its order; a 64-deep step would add
 //! zero products past w where w is not a multiple of 64).
 template <class Base, int DxStages, int DxMinBlocks, int WeightGradStages, int WeightGradMinBlocks,
-          int Step = Base::kProductStep>
+          int Step = Base::kProductStep, int WeightGradCols = Base::kWeightGradCols>
 struct Tuned : Base {
   static constexpr int kDxStages = DxStages;
   static constexpr int kDxMinBlocks = DxMinBlocks;
   static constexpr int kWeightGradStages = WeightGradStages;
   static constexpr int kWeightGradMinBlocks = WeightGradMinBlocks;
   static constexpr int kProductStep = Step;
+  static constexpr int kWeightGradCols = WeightGradCols;
 };
 
 struct Inputs {
@@ -202,7 +203,7 @@ bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us
                 DxLayout::kSharedBytes>>>(dx_params(in, out));
   };
   auto wg = [&] {
-    wg_kernel<<<dim3(WeightGradLayout::kTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kTiles,
+    wg_kernel<<<dim3(WeightGradLayout::kColTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kRowTiles,
                      static_cast<unsigned int>(in.segments)),
                 Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(wg_params(in, out));
   };
@@ -273,6 +274,10 @@ bool probe_shape(const Shape& shape, Report& report) {
   // Half the barriers: 64-deep steps, two stages (dx 70 KB, three CTAs per SM; dW 92 KB, two).
   same = probe_variant<Tuned<Config, 2, 3, 2, 2, 64>>(in, reference, wmma_dx_us, wmma_wg_us, "64-deep, 2 stages",
                                                       report) && same;
+  // dW in 64 x 32 tiles: twice the CTAs (the seed shape's 512 fill 396 slots in 1.3 waves; 1024 in 2.6), x staged
+  // twice as often.
+  same = probe_variant<Tuned<Config, 3, 3, 3, 4, 32, 32>>(in, reference, wmma_dx_us, wmma_wg_us, "dW 64 x 32 tiles",
+                                                          report) && same;
   reference.release();
   for (void* p : {static_cast<void*>(in.dgx), static_cast<void*>(in.dga), static_cast<void*>(in.direct),
                   static_cast<void*>(in.x), static_cast<void*>(in.Wx), static_cast<void*>(in.Wa)})

@@ -340,8 +340,10 @@ struct BackwardConfig {
   static constexpr int kDxCols = kBlockWidth > 64 ? 128 : 64;
   static constexpr int kDxStages = 3;
   static constexpr int kDxMinBlocks = sizeof(Element) == 4 ? 2 : 3;
-  //! dW: one CTA per (time segment, block, 64 x 64 tile of [i, o]), both matrices, kWeightGradStages deep.
+  //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
+  //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave).
   static constexpr int kWeightGradTile = 64;
+  static constexpr int kWeightGradCols = 64;
   static constexpr int kWeightGradStages = 3;
   static constexpr int kWeightGradMinBlocks = sizeof(Element) == 4 ? 2 : 3;
   static constexpr int kWeightGradSegment = ::hawk::rglru::kWeightGradSegment;

@@ -3,7 +3,7 @@
 // every dW / db partial, for every shipped (element, block width), a 3-pass 16-bit configuration, a block width
 // that is not a multiple of the 32-deep reduction step (48) and one with partial tiles (144); lengths with tails
 // (1 token, a partial tile, a partial dW segment); with and without dead tokens (padding sequences: their rows are
-// neither read nor written); with infinite inputs (NaN counts as NaN there). Outputs
+// neither read nor written); with infinite inputs (NaN counts as NaN there); and dW tiles of 64 x 32. Outputs
 // start poisoned, so an element one kernel writes and the other does not fails the comparison. A negative control
 // shows the comparison can fail. (The products against the float64 reference: check_one in
 // backward_support.cuh, through the whole backward.)
@@ -156,7 +156,7 @@ std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in
   dx_kernel<<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)), Config::kProductThreads,
               DxLayout::kSharedBytes>>>(dx_params(in, out));
   const auto H = static_cast<unsigned int>(in.H);
-  wg_kernel<<<dim3(WeightGradLayout::kTiles, H * WeightGradLayout::kTiles, static_cast<unsigned int>(in.segments)),
+  wg_kernel<<<dim3(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles, static_cast<unsigned int>(in.segments)),
               Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(weight_grad_params(in, out));
   HAWK_TEST_CUDA(cudaGetLastError());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
@@ -257,6 +257,26 @@ TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, 
                                                 hawk::rglru::GateMode::kFused, 2>;
   check_same_bits<BackwardConfig<Forward144>>(1024 + 200, 2, true);
   check_same_bits<BackwardConfig<Forward144>>(77, 2, false);
+}
+
+namespace {
+
+//! A configuration with dW tiles of 64 x 32 (twice the CTAs of the shipped 64 x 64; a candidate for grids that
+//! leave a partial wave, timed by backward_products_probe): the tile shape must not change a bit.
+template <class Base>
+struct NarrowWeightGradTiles : Base {
+  static constexpr int kWeightGradCols = 32;
+};
+
+}  // namespace
+
+TEST_CASE("backward products: dW tiles of 64 x 32 give the wmma kernels' bits", "[backward][products]") {
+  check_same_bits<NarrowWeightGradTiles<Shipped<__nv_bfloat16, 128>>>(2 * 1024 + 333, 2, false);
+  check_same_bits<NarrowWeightGradTiles<Shipped<__nv_bfloat16, 128>>>(1024 + 200, 2, true);
+  using Forward48 = hawk::rglru::ForwardConfig<__nv_bfloat16, 48, 16, 64, 256, ResetFlags,
+                                               hawk::rglru::GateMode::kFused, 2>;
+  check_same_bits<NarrowWeightGradTiles<BackwardConfig<Forward48>>>(1024 + 200, 2, true);
+  check_same_bits<NarrowWeightGradTiles<Shipped<float, 64>>>(1024 + 200, 2, true);
 }
 
 namespace {

@@ -12,8 +12,8 @@
 //!
 //! - `backward_dx_kernel`: one CTA per kDxRows tokens x kDxCols channels of one block. A token's dx depends on its
 //!   own row only, through a fixed sequence of products: row gradients are bitwise batch-invariant.
-//! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, 64 x 64
-//!   tile of [i, o]); it writes the segment's partial of dW (and of db) to the workspace, in fp32. The ordered
+//! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, tile of
+//!   kWeightGradTile x kWeightGradCols of [i, o]); it writes the segment's partial of dW (and of db) to the workspace, in fp32. The ordered
 //!   reduction (kernels/ordered_sum_kernel.cuh) then sums the segments in index order: no atomics, the same bits
 //!   every run.
 //!
@@ -115,30 +115,36 @@ struct DxProductLayout {
 //! The shared memory and warp tiling of `backward_weight_grad_kernel`. Also the tag of its dynamic shared memory
 //! limit.
 //!
-//! A stage holds one reduction step of 32 tokens: x[t][i0 .. i0 + 64) (Element, A k-major) and dgx[t][o0 .. o0 +
-//! 64), dga[t][...] (fp32, B k-major). Warps: 2 along i x 4 along o; a warp owns 32 x 16 of both matrices.
+//! A CTA owns kRows values of i x kCols values of o of both matrices. A stage holds one reduction step of 32
+//! tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols), dga[t][...] (fp32, B k-major).
+//! Warps: 2 along i x 4 along o; a warp owns kRows / 2 x kCols / 4 of both matrices.
 template <class Config>
 struct WeightGradProductLayout {
   using Element = typename Config::Element;
-  static constexpr int kTile = Config::kWeightGradTile;
+  static constexpr int kRows = Config::kWeightGradTile;
+  static constexpr int kCols = Config::kWeightGradCols;
   static constexpr int kStep = Config::kProductStep;
   static constexpr int kStages = Config::kWeightGradStages;
-  static constexpr int kTiles = (Config::kBlockWidth + kTile - 1) / kTile;
-  static constexpr int kStride = kTile + 8;  // elements: 8 (mod 32) words in fp32, 4 (mod 32) words in 16 bits
-  static constexpr std::size_t kInputBytes = sizeof(Element) * kStep * kStride;
-  static constexpr std::size_t kGradBytes = sizeof(float) * kStep * kStride;
+  static constexpr int kRowTiles = (Config::kBlockWidth + kRows - 1) / kRows;
+  static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
+  // Rows padded by 8 elements: 8 (mod 32) words in fp32, 4 (mod 32) words in 16 bits (with 32 or 64 columns).
+  static constexpr int kInputStride = kRows + 8;
+  static constexpr int kGradStride = kCols + 8;
+  static constexpr std::size_t kInputBytes = sizeof(Element) * kStep * kInputStride;
+  static constexpr std::size_t kGradBytes = sizeof(float) * kStep * kGradStride;
   static constexpr std::size_t kStageBytes = kInputBytes + 2 * kGradBytes;
   static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
   static constexpr int kWarpsM = 2;
   static constexpr int kWarpsN = 4;
-  static constexpr int kWarpRows = kTile / kWarpsM;
-  static constexpr int kWarpCols = kTile / kWarpsN;
+  static constexpr int kWarpRows = kRows / kWarpsM;
+  static constexpr int kWarpCols = kCols / kWarpsN;
   static constexpr int kMBlocks = kWarpRows / 16;
   static constexpr int kNBlocks = kWarpCols / 8;
   static_assert(kWarpsM * kWarpsN * 32 == Config::kProductThreads, "WeightGradProductLayout: 8 warps");
   static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "WeightGradProductLayout: whole fragments");
-  static_assert(2 * kTile <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
-  static_assert(kInputBytes % 16 == 0 && (sizeof(Element) * kStride) % 16 == 0,
+  static_assert(2 * kCols <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
+  static_assert(kInputBytes % 16 == 0 && kGradBytes % 16 == 0 && (sizeof(Element) * kInputStride) % 16 == 0 &&
+                    (sizeof(float) * kGradStride) % 16 == 0,
                 "WeightGradProductLayout: 16-byte aligned rows (cp.async)");
 };
 
@@ -282,8 +288,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   }
 }
 
-//! Partials of dWx, dWa (and dbx, dba) over one time segment, for one 64 x 64 tile of [i, o] of block k.
-//! Grid: (ceil(w / 64) o-tiles, H · ceil(w / 64) (block, i-tile), segments), dynamic shared memory
+//! Partials of dWx, dWa (and dbx, dba) over one time segment, for one kRows x kCols tile of [i, o] of block k.
+//! Grid: (kColTiles o-tiles, H · kRowTiles (block, i-tile), segments), dynamic shared memory
 //! WeightGradProductLayout::kSharedBytes.
 template <class Config>
 __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMinBlocks)
@@ -292,13 +298,14 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   using Layout = WeightGradProductLayout<Config>;
   constexpr int kPasses = Config::kTf32Passes;
   constexpr bool kExactInputs = sizeof(Element) == 2;  // a widened bf16 or fp16 value is exact in tf32
-  constexpr int kTile = Layout::kTile;
+  constexpr int kRows = Layout::kRows;
+  constexpr int kCols = Layout::kCols;
   constexpr int kStep = Layout::kStep;
   constexpr int kBlockWidth = Config::kBlockWidth;
   constexpr int kThreads = Config::kProductThreads;
   constexpr int kInputVector = 16 / static_cast<int>(sizeof(Element));
-  constexpr int kInputPiecesPerRow = kTile / kInputVector;
-  constexpr int kGradPiecesPerRow = kTile / 4;
+  constexpr int kInputPiecesPerRow = kRows / kInputVector;
+  constexpr int kGradPiecesPerRow = kCols / 4;
   constexpr int kInputPieces = kStep * kInputPiecesPerRow;
   constexpr int kGradPieces = kStep * kGradPiecesPerRow;
   static_assert(kInputPieces % kThreads == 0 && kGradPieces % kThreads == 0, "dW: whole pieces per thread");
@@ -311,10 +318,10 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   const int warp = tid / 32;
   const int warp_row0 = (warp / Layout::kWarpsN) * Layout::kWarpRows;  // i
   const int warp_col0 = (warp % Layout::kWarpsN) * Layout::kWarpCols;  // o
-  const int o0 = static_cast<int>(blockIdx.x) * kTile;
-  const int block = static_cast<int>(blockIdx.y) / Layout::kTiles;
-  const int i_tile = static_cast<int>(blockIdx.y) % Layout::kTiles;
-  const int i0 = i_tile * kTile;
+  const int o0 = static_cast<int>(blockIdx.x) * kCols;
+  const int block = static_cast<int>(blockIdx.y) / Layout::kRowTiles;
+  const int i_tile = static_cast<int>(blockIdx.y) % Layout::kRowTiles;
+  const int i0 = i_tile * kRows;
   const std::int64_t segment = blockIdx.z;
   const std::int64_t W = params.width;
   const std::int64_t block_col = static_cast<std::int64_t>(block) * kBlockWidth;
@@ -344,7 +351,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
         const std::int64_t t = t0 + r;
         const bool valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
                            i0 + c < kBlockWidth;
-        stage_piece(inputs + r * Layout::kStride + c, params.x, t * W + block_col + i0 + c, valid);
+        stage_piece(inputs + r * Layout::kInputStride + c, params.x, t * W + block_col + i0 + c, valid);
       }
 #pragma unroll
       for (int v = tid; v < kGradPieces; v += kThreads) {
@@ -354,8 +361,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
         const bool valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
                            o0 + c < kBlockWidth;
         const std::int64_t offset = t * W + block_col + o0 + c;
-        stage_piece(grad_tile(stage, 0) + r * Layout::kStride + c, params.dgx, offset, valid);
-        stage_piece(grad_tile(stage, 1) + r * Layout::kStride + c, params.dga, offset, valid);
+        stage_piece(grad_tile(stage, 0) + r * Layout::kGradStride + c, params.dgx, offset, valid);
+        stage_piece(grad_tile(stage, 1) + r * Layout::kGradStride + c, params.dga, offset, valid);
       }
     }
     cp_async_commit();
@@ -363,7 +370,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
 
   float acc[2][Layout::kMBlocks][Layout::kNBlocks][4] = {};  // [matrix: dWx, dWa]
   // Bias partials: thread o (< 64) sums dgx, thread 64 + o sums dga, token by token in time order.
-  const bool bias_thread = i_tile == 0 && tid < 2 * kTile;
+  const bool bias_thread = i_tile == 0 && tid < 2 * kCols;
   float bias_sum = 0.0f;
 
 #pragma unroll
@@ -376,9 +383,9 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     const int stage = step % Layout::kStages;
     const Element* const inputs = input_tile(stage);
     if (bias_thread) {
-      const float* column = grad_tile(stage, tid < kTile ? 0 : 1) + (tid % kTile);
+      const float* column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
 #pragma unroll 8
-      for (int r = 0; r < kStep; ++r) bias_sum += column[r * Layout::kStride];
+      for (int r = 0; r < kStep; ++r) bias_sum += column[r * Layout::kGradStride];
     }
 #pragma unroll
     for (int k = 0; k < kStep; k += 8) {
@@ -387,7 +394,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
 #pragma unroll
       for (int m = 0; m < Layout::kMBlocks; ++m) {
         float values[4];
-        read_a_columns(inputs, Layout::kStride, warp_row0 + 16 * m, k, lane, values);
+        read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
         a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
       }
 #pragma unroll
@@ -395,7 +402,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
 #pragma unroll
         for (int matrix = 0; matrix < 2; ++matrix) {
           float values[2];
-          read_b_columns(grad_tile(stage, matrix), Layout::kStride, warp_col0 + 8 * n, k, lane, values);
+          read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
           const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
 #pragma unroll
           for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
@@ -426,9 +433,9 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
       }
     }
   }
-  if (bias_thread && o0 + (tid % kTile) < kBlockWidth) {
-    float* bias_partial = tid < kTile ? params.dbx_partial : params.dba_partial;
-    bias_partial[segment * W + block_col + o0 + (tid % kTile)] = bias_sum;
+  if (bias_thread && o0 + (tid % kCols) < kBlockWidth) {
+    float* bias_partial = tid < kCols ? params.dbx_partial : params.dba_partial;
+    bias_partial[segment * W + block_col + o0 + (tid % kCols)] = bias_sum;
   }
 }
 

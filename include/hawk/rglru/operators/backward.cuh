@@ -184,7 +184,7 @@ class Backward {
       HAWK_REQUIRE(s.block_width() == Config::kBlockWidth, StatusCode::kUnsupportedConfiguration,
                    "block width w = W / H = " + std::to_string(s.block_width()) +
                        " but the configuration's BlockWidth is " + std::to_string(Config::kBlockWidth));
-      HAWK_REQUIRE(s.num_blocks * WeightGradLayout::kTiles <= 65535, StatusCode::kInvalidArgument,
+      HAWK_REQUIRE(s.num_blocks * WeightGradLayout::kRowTiles <= 65535, StatusCode::kInvalidArgument,
                    "num_blocks H * ceil(w / 64) exceeds the grid limit 65535");
       HAWK_REQUIRE((s.num_tokens + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment <= 65535,
                    StatusCode::kInvalidArgument, "num_tokens exceeds 65535 * 1024 (weight-gradient segments)");
@@ -330,7 +330,7 @@ class Backward {
       wg.num_blocks = static_cast<int>(s.num_blocks);
       const auto wg_kernel = backward_weight_grad_kernel<Config>;
       HAWK_RETURN_IF_ERROR(KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes));
-      const dim3 wg_grid(WeightGradLayout::kTiles, H * WeightGradLayout::kTiles,
+      const dim3 wg_grid(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles,
                          static_cast<unsigned int>(ws.segments));
       wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
