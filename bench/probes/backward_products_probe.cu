@@ -274,8 +274,8 @@ bool probe_shape(const Shape& shape, Report& report) {
   // Half the barriers: 64-deep steps, two stages (dx 70 KB, three CTAs per SM; dW 92 KB, two).
   same = probe_variant<Tuned<Config, 2, 3, 2, 2, 64>>(in, reference, wmma_dx_us, wmma_wg_us, "64-deep, 2 stages",
                                                       report) && same;
-  // dW in 64 x 32 tiles: twice the CTAs (the seed shape's 512 fill 396 slots in 1.3 waves; 1024 in 2.6), x staged
-  // twice as often.
+  // dW in 64 x 32 tiles: twice the CTAs, four a SM (the seed shape's 512 fill 396 slots in 1.3 waves; 1024 fill
+  // 528 in 1.94), x staged twice as often.
   same = probe_variant<Tuned<Config, 3, 3, 3, 4, 32, 32>>(in, reference, wmma_dx_us, wmma_wg_us, "dW 64 x 32 tiles",
                                                           report) && same;
   reference.release();

@@ -156,8 +156,9 @@ std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in
   dx_kernel<<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)), Config::kProductThreads,
               DxLayout::kSharedBytes>>>(dx_params(in, out));
   const auto H = static_cast<unsigned int>(in.H);
-  wg_kernel<<<dim3(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles, static_cast<unsigned int>(in.segments)),
-              Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(weight_grad_params(in, out));
+  const dim3 wg_grid(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles,
+                     static_cast<unsigned int>(in.segments));
+  wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(weight_grad_params(in, out));
   HAWK_TEST_CUDA(cudaGetLastError());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   return out.bytes();
@@ -277,6 +278,10 @@ TEST_CASE("backward products: dW tiles of 64 x 32 give the wmma kernels' bits", 
                                                hawk::rglru::GateMode::kFused, 2>;
   check_same_bits<NarrowWeightGradTiles<BackwardConfig<Forward48>>>(1024 + 200, 2, true);
   check_same_bits<NarrowWeightGradTiles<Shipped<float, 64>>>(1024 + 200, 2, true);
+  check_same_bits<NarrowWeightGradTiles<Shipped<__half, 256>>>(77, 2, false);
+  using Forward144 = hawk::rglru::ForwardConfig<__nv_bfloat16, 144, 16, 64, 256, ResetFlags,
+                                                hawk::rglru::GateMode::kFused, 2>;
+  check_same_bits<NarrowWeightGradTiles<BackwardConfig<Forward144>>>(1, 2, false);
 }
 
 namespace {

@@ -13,9 +13,9 @@
 //! - `backward_dx_kernel`: one CTA per kDxRows tokens x kDxCols channels of one block. A token's dx depends on its
 //!   own row only, through a fixed sequence of products: row gradients are bitwise batch-invariant.
 //! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, tile of
-//!   kWeightGradTile x kWeightGradCols of [i, o]); it writes the segment's partial of dW (and of db) to the workspace, in fp32. The ordered
-//!   reduction (kernels/ordered_sum_kernel.cuh) then sums the segments in index order: no atomics, the same bits
-//!   every run.
+//!   kWeightGradTile x kWeightGradCols of [i, o]); it writes the segment's partial of dW (and of db) to the
+//!   workspace, in fp32. The ordered reduction (kernels/ordered_sum_kernel.cuh) then sums the segments in index
+//!   order: no atomics, the same bits every run.
 //!
 //! Bits: every output element is the chain of tf32 products (and the bias sums) of the wmma kernels these replace
 //! (main at 0821dbc; tests/gpu/rglru/previous_product_kernels.cuh), in the same order: per element, reduction
@@ -143,6 +143,8 @@ struct WeightGradProductLayout {
   static_assert(kWarpsM * kWarpsN * 32 == Config::kProductThreads, "WeightGradProductLayout: 8 warps");
   static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "WeightGradProductLayout: whole fragments");
   static_assert(2 * kCols <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
+  static_assert(kCols == 32 || kCols == 64, "WeightGradProductLayout: kWeightGradCols is 32 or 64 (the strides' "
+                                            "bank pattern and the bias threads are laid out for these)");
   static_assert(kInputBytes % 16 == 0 && kGradBytes % 16 == 0 && (sizeof(Element) * kInputStride) % 16 == 0 &&
                     (sizeof(float) * kGradStride) % 16 == 0,
                 "WeightGradProductLayout: 16-byte aligned rows (cp.async)");
@@ -369,7 +371,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   };
 
   float acc[2][Layout::kMBlocks][Layout::kNBlocks][4] = {};  // [matrix: dWx, dWa]
-  // Bias partials: thread o (< 64) sums dgx, thread 64 + o sums dga, token by token in time order.
+  // Bias partials: thread o (< kCols) sums dgx, thread kCols + o sums dga, token by token in time order.
   const bool bias_thread = i_tile == 0 && tid < 2 * kCols;
   float bias_sum = 0.0f;
 
