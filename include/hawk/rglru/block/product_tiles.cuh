@@ -18,6 +18,20 @@
 namespace hawk {
 namespace rglru {
 
+//! How the 8 warps of a product kernel split its Rows x Cols output tile: 2 along the rows x 4 along the columns,
+//! each warp owning kWarpRows x kWarpCols in whole m16 x n8 fragments (kMBlocks x kNBlocks of them).
+template <int Rows, int Cols, int Threads>
+struct ProductWarpGrid {
+  static constexpr int kWarpsM = 2;
+  static constexpr int kWarpsN = 4;
+  static constexpr int kWarpRows = Rows / kWarpsM;
+  static constexpr int kWarpCols = Cols / kWarpsN;
+  static constexpr int kMBlocks = kWarpRows / 16;
+  static constexpr int kNBlocks = kWarpCols / 8;
+  static_assert(kWarpsM * kWarpsN * 32 == Threads, "ProductWarpGrid: 8 warps");
+  static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "ProductWarpGrid: warp tiles of whole fragments");
+};
+
 #if defined(__CUDACC__)
 
 //! Stage one 16-byte piece (16 / sizeof(Element) consecutive elements of a row) by cp.async, or zero-fill it.

@@ -81,7 +81,7 @@ struct BackwardWeightGradParams {
 //! rows W[i][o0 .. o0 + 32) (Element, B n-major). Warps: 2 along tokens x 4 along channels; a warp owns 32 tokens
 //! x kDxCols / 4 channels.
 template <class Config>
-struct DxProductLayout {
+struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Config::kProductThreads> {
   using Element = typename Config::Element;
   static constexpr int kRows = Config::kDxRows;
   static constexpr int kCols = Config::kDxCols;
@@ -94,14 +94,6 @@ struct DxProductLayout {
   static constexpr std::size_t kWeightBytes = sizeof(Element) * kCols * kWeightStride;
   static constexpr std::size_t kStageBytes = kGradBytes + kWeightBytes;
   static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
-  static constexpr int kWarpsM = 2;
-  static constexpr int kWarpsN = 4;
-  static constexpr int kWarpRows = kRows / kWarpsM;
-  static constexpr int kWarpCols = kCols / kWarpsN;
-  static constexpr int kMBlocks = kWarpRows / 16;
-  static constexpr int kNBlocks = kWarpCols / 8;
-  static_assert(kWarpsM * kWarpsN * 32 == Config::kProductThreads, "DxProductLayout: 8 warps");
-  static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "DxProductLayout: warp tiles of whole fragments");
   static_assert(kStageBytes % 16 == 0 && (sizeof(Element) * kWeightStride) % 16 == 0,
                 "DxProductLayout: 16-byte aligned rows (cp.async)");
 
@@ -119,7 +111,8 @@ struct DxProductLayout {
 //! tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols), dga[t][...] (fp32, B k-major).
 //! Warps: 2 along i x 4 along o; a warp owns kRows / 2 x kCols / 4 of both matrices.
 template <class Config>
-struct WeightGradProductLayout {
+struct WeightGradProductLayout
+    : ProductWarpGrid<Config::kWeightGradTile, Config::kWeightGradCols, Config::kProductThreads> {
   using Element = typename Config::Element;
   static constexpr int kRows = Config::kWeightGradTile;
   static constexpr int kCols = Config::kWeightGradCols;
@@ -134,14 +127,6 @@ struct WeightGradProductLayout {
   static constexpr std::size_t kGradBytes = sizeof(float) * kStep * kGradStride;
   static constexpr std::size_t kStageBytes = kInputBytes + 2 * kGradBytes;
   static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
-  static constexpr int kWarpsM = 2;
-  static constexpr int kWarpsN = 4;
-  static constexpr int kWarpRows = kRows / kWarpsM;
-  static constexpr int kWarpCols = kCols / kWarpsN;
-  static constexpr int kMBlocks = kWarpRows / 16;
-  static constexpr int kNBlocks = kWarpCols / 8;
-  static_assert(kWarpsM * kWarpsN * 32 == Config::kProductThreads, "WeightGradProductLayout: 8 warps");
-  static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "WeightGradProductLayout: whole fragments");
   static_assert(2 * kCols <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
   static_assert(kCols == 32 || kCols == 64, "WeightGradProductLayout: kWeightGradCols is 32 or 64 (the strides' "
                                             "bank pattern and the bias threads are laid out for these)");
