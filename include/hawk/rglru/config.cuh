@@ -298,9 +298,13 @@ constexpr int kWeightGradSegment = 1024;
 
 //! The backward configuration that matches the forward configuration `ForwardConfig_`.
 //!
-//! \tparam ForwardConfig_ the `ForwardConfig` that produced the checkpoints (its TimeChunk is the checkpoint chunk)
-//! \tparam Tf32Passes_    1 or 3, see default_tf32_passes()
-template <class ForwardConfig_, int Tf32Passes_ = default_tf32_passes<typename ForwardConfig_::Element>()>
+//! \tparam ForwardConfig_  the `ForwardConfig` whose checkpoint chunk, block width, reset policy and gate mode the
+//!                         backward shares (its TimeChunk is the checkpoint chunk); its WidthTile is the scan's
+//! \tparam Tf32Passes_     1 or 3, see default_tf32_passes()
+//! \tparam DaParamRowStep_ the token grouping of each chunk's d a_param partial (kDaParamRowStep below); 0 takes the
+//!                         scan's own row step
+template <class ForwardConfig_, int Tf32Passes_ = default_tf32_passes<typename ForwardConfig_::Element>(),
+          int DaParamRowStep_ = 0>
 struct BackwardConfig {
   //! The forward configuration this backward is paired with (it wrote the checkpoints). Not `Forward`, which
   //! names the forward operator.
@@ -327,11 +331,24 @@ struct BackwardConfig {
   //! there are enough threads; otherwise one after the other on the same threads.
   static constexpr int kDhThreadOffset = (kWidthTile + 31) / 32 * 32;
   static constexpr bool kConcurrentRecurrences = kThreads >= kDhThreadOffset + kWidthTile;
+  //! Token rows between two rows of the same thread in the scan's parallel phases: thread k handles rows
+  //! k / kThreadsPerRow + j · kScanRowStep of the chunk.
+  static constexpr int kScanRowStep = kThreads / kThreadsPerRow;
+  //! How each chunk's d a_param partial groups its tokens, which fixes its bits: per channel, the tokens
+  //! r ≡ g (mod kDaParamRowStep) are summed in ascending order (from 0), then the groups g = 0, 1, ... in order
+  //! (from 0). The scan's own row step by default; a multiple of it keeps the bits of a configuration with
+  //! narrower width tiles (the row step of WidthTile / m is m times this one's): the default dispatch runs 16-bit
+  //! w = 256 with 32-channel tiles and the grouping of the 16-channel tiles it ran before (dispatch.cuh).
+  static constexpr int kDaParamRowStep = DaParamRowStep_ == 0 ? kScanRowStep : DaParamRowStep_;
+  //! The groups one thread accumulates apart: its rows k · kScanRowStep apart fall in kDaParamGroups groups.
+  static constexpr int kDaParamGroups = kDaParamRowStep / kScanRowStep;
 
   // ---- block-diagonal products (fused mode) ----------------------------------------------------------------
-  //! Both product kernels: 8 warps; the reduction axis (o for dx, t for dW) staged 32 deep per pipeline step.
+  //! Both product kernels: 8 warps; the reduction axis (o for dx, t for dW) staged kDxStep / kWeightGradStep deep
+  //! per pipeline step (the depth does not change the bits: every output's products chain in the same k order).
   static constexpr int kProductThreads = 256;
-  static constexpr int kProductStep = 32;
+  static constexpr int kDxStep = 32;
+  static constexpr int kWeightGradStep = 64;
   //! dx: one CTA per 64 tokens x kDxCols channels of one block (all of a block up to w = 128, so that a CTA
   //! reads its gradient rows once), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of
   //! the register allocator (__launch_bounds__): three where three fit in shared memory (16-bit elements: 58 and
@@ -341,11 +358,14 @@ struct BackwardConfig {
   static constexpr int kDxStages = 3;
   static constexpr int kDxMinBlocks = sizeof(Element) == 4 ? 2 : 3;
   //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
-  //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave).
+  //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
+  //! lost at every benchmark shape, 2026-12-03). Two 64-deep stages (92 KB with 16-bit x, 110 KB with fp32, two
+  //! CTAs per SM): half the barriers of three 32-deep ones, 1.11-1.20x at the four benchmark shapes (H200, bf16,
+  //! bench/results/2026-12-03-h200-bfd73cf-probes/).
   static constexpr int kWeightGradTile = 64;
   static constexpr int kWeightGradCols = 64;
-  static constexpr int kWeightGradStages = 3;
-  static constexpr int kWeightGradMinBlocks = sizeof(Element) == 4 ? 2 : 3;
+  static constexpr int kWeightGradStages = 2;
+  static constexpr int kWeightGradMinBlocks = 2;
   static constexpr int kWeightGradSegment = ::hawk::rglru::kWeightGradSegment;
 
   static_assert(Tf32Passes_ == 1 || Tf32Passes_ == 3, "BackwardConfig: Tf32Passes must be 1 or 3");
@@ -353,7 +373,9 @@ struct BackwardConfig {
   static_assert(kThreads % kThreadsPerRow == 0,
                 "BackwardConfig: Threads must be a multiple of WidthTile / 4, so that a thread always handles the "
                 "same channels (that fixes the order in which d a_param is accumulated)");
-  static_assert(kWeightGradSegment % kProductStep == 0, "BackwardConfig: the dW segment must be whole product steps");
+  static_assert(kWeightGradSegment % kWeightGradStep == 0, "BackwardConfig: the dW segment must be whole product steps");
+  static_assert(kDaParamRowStep % kScanRowStep == 0,
+                "BackwardConfig: DaParamRowStep must be a multiple of the scan's row step Threads / (WidthTile / 4)");
 
   //! A printable name, for benchmarks and error messages.
   static const char* mode_name() { return kFused ? "fused" : "gate_logits"; }

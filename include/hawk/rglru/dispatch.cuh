@@ -5,8 +5,8 @@
 //! forward (`Forward<Config>`) or, where the sequential grid would leave the GPU idle, as the chunked forward
 //! (`ChunkedForward<DefaultChunkedConfig<Config>::type>`, operators/chunked_forward.cuh), which gives the same
 //! bits (`runs_chunked` below says when); `decode` runs `DecodeStep<Config>` or `Forward<Config>` with it, and
-//! `backward` runs `Backward<BackwardConfig<Config>>`. One function, `visit_default_config`, maps the runtime values to the
-//! configuration for all three, so the backward always matches the forward that wrote its checkpoints.
+//! `backward` runs `Backward<DefaultBackwardConfig<Config>::type>`. One function, `visit_default_config`, maps the runtime
+//! values to the configuration for all three, so the backward always matches the forward that wrote its checkpoints.
 //!
 //! Batch invariance: the configuration (and therefore every bit of the result) is chosen only from
 //! (dtype, mode, reset mode, W, H) — never from B, L, N, T or the device — so a sequence gives the same bits
@@ -46,10 +46,12 @@
 //! the state arguments checked; for the common step of one token per sequence (dense, no checkpoints) it runs
 //! `DecodeStep<Config>` instead, which packs 64 sequences into one CTA and gives the same bits.
 //!
-//! Backward: `hawk::rglru::backward(args, workspace, workspace_bytes, stream)` runs `Backward<BackwardConfig<F>>`
-//! where F is the forward configuration that `hawk::rglru::forward` picks for the same (dtype, mode, reset mode,
-//! w): the backward always matches the forward that wrote the checkpoints. Every shipped configuration has TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk`
-//! must be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>`.
+//! Backward: `hawk::rglru::backward(args, workspace, workspace_bytes, stream)` runs
+//! `Backward<DefaultBackwardConfig<F>::type>` where F is the forward configuration that `hawk::rglru::forward` picks
+//! for the same (dtype, mode, reset mode, w): BackwardConfig<F>, with F's bits, except that 16-bit w = 256 runs its
+//! scan in wider width tiles (DefaultBackwardConfig says why; the same bits). Every shipped configuration has
+//! TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must be 64 here; a forward run with a custom
+//! TimeChunk needs `Backward<BackwardConfig<ThatConfig>>`.
 //!
 //! Like the forward's, the choice depends only on (dtype, mode, reset mode, W, H), never on B, L, N, T or the
 //! device: row gradients are bitwise batch-invariant.
@@ -172,6 +174,25 @@ struct DefaultWgmmaPersistentConfig {
                                   PersistentGateLogitsForwardConfig<typename Config::Element, typename Config::ResetPolicy>>;
 };
 
+//! The shipped backward configuration for the shipped forward configuration `Config` (whose checkpoints it reads):
+//! BackwardConfig<Config>, except for 16-bit fused w = 256, whose backward scan runs 32-channel width tiles where
+//! the forward runs 16: each chunk's CTA then stages the block's x rows for twice the channels (x read 8 times a
+//! block, not 16) and half as many CTAs take their turn on the chain. The chunked scan alone 1.41x at
+//! (1, 8192, 2560, 10) and (1, 65536, 2560, 10), the backward 1.18-1.19x (H200, bf16, 2026-12-03,
+//! bench/results/2026-12-03-h200-bfd73cf-probes/scan_probe.txt; 64-channel tiles, one CTA per SM, gained less). Its
+//! d a_param keeps the 16-channel tiles' token grouping (BackwardConfig's DaParamRowStep), so every gradient keeps
+//! BackwardConfig<Config>'s bits (tests/gpu/rglru/backward_scan_width_test.cu). fp32 keeps 16 (32 would leave one
+//! CTA per SM); w = 128 keeps 32 (64 was slower in training at the seed shape, whose sequential scan kAuto runs).
+template <class Config>
+struct DefaultBackwardConfig {
+  using Base = BackwardConfig<Config>;
+  static constexpr bool kWiden = Config::kFused && sizeof(typename Config::Element) == 2 &&
+                                 Config::kBlockWidth == 256 && Config::kWidthTile == 16;
+  using Wide = ForwardConfig<typename Config::Element, Config::kBlockWidth, 32, Config::kTimeChunk,
+                             Config::kProducerThreads, typename Config::ResetPolicy, Config::kMode, Config::kStages>;
+  using type = std::conditional_t<kWiden, BackwardConfig<Wide, Base::kTf32Passes, Base::kDaParamRowStep>, Base>;
+};
+
 namespace detail {
 
 //! Runtime reset mode -> policy type.
@@ -216,7 +237,7 @@ Status visit_default_config(const ForwardArguments& args, Visit&& visit) {
                               static_cast<Visit&&>(visit));
 }
 
-//! Calls `visit(BackwardConfig<F>{})` with F the shipped forward configuration for args, or returns
+//! Calls `visit(DefaultBackwardConfig<F>::type{})` with F the shipped forward configuration for args, or returns
 //! kUnsupportedConfiguration.
 template <class Visit>
 Status visit_default_backward_config(const BackwardArguments& args, Visit&& visit) {
@@ -225,7 +246,9 @@ Status visit_default_backward_config(const BackwardArguments& args, Visit&& visi
                    "; the shipped configurations use TimeChunk " + std::to_string(kDefaultTimeChunk) +
                    " (run Backward<BackwardConfig<YourForwardConfig>> for a custom chunk)");
   return visit_default_config(args.dtype, args.mode, args.reset_mode, args.shape.block_width(),
-                              [&](auto config) -> Status { return visit(BackwardConfig<decltype(config)>{}); });
+                              [&](auto config) -> Status {
+                                return visit(typename DefaultBackwardConfig<decltype(config)>::type{});
+                              });
 }
 
 }  // namespace detail

@@ -24,7 +24,8 @@ using hawk::rglru::ResetMode;
 using rglru_test::DeviceProblem;
 using rglru_test::Problem;
 
-//! The shipped forward configuration for (E, Policy, Mode, w); the backward under test is BackwardConfig<it>.
+//! The shipped forward configuration for (E, Policy, Mode, w); the backward under test is the shipped one paired
+//! with it, DefaultBackwardConfig<it>::type (BackwardConfig<it> but for 16-bit w = 256's wider scan tiles).
 template <class E, class Policy, GateMode Mode, int BlockWidth>
 using ShippedForward =
     typename std::conditional<Mode == GateMode::kFused, hawk::rglru::DefaultFusedConfig<E, BlockWidth, Policy>,
@@ -142,8 +143,8 @@ struct DeviceGradients {
   }
 };
 
-//! Run Backward<BackwardConfig<ForwardConfig>, Scan> (or the default dispatch when ForwardConfig is void) with the
-//! workspace it asks for, and wait.
+//! Run Backward<DefaultBackwardConfig<ForwardConfig>::type, Scan> (or the default dispatch when ForwardConfig is
+//! void) with the workspace it asks for, and wait.
 template <class ForwardConfig, hawk::rglru::BackwardScan Scan = hawk::rglru::BackwardScan::kAuto>
 hawk::Status run_backward(const BackwardArguments& args, thrust::device_vector<unsigned char>& workspace) {
   hawk::Status status;
@@ -152,7 +153,7 @@ hawk::Status run_backward(const BackwardArguments& args, thrust::device_vector<u
     workspace.resize(hawk::rglru::backward_workspace_size(args) + 1);
     status = hawk::rglru::backward(args, hawk_test::raw(workspace), workspace.size(), nullptr);
   } else {
-    using Op = hawk::rglru::Backward<hawk::rglru::BackwardConfig<ForwardConfig>, Scan>;
+    using Op = hawk::rglru::Backward<typename hawk::rglru::DefaultBackwardConfig<ForwardConfig>::type, Scan>;
     workspace.resize(Op::workspace_size(args) + 1);
     status = Op::run(args, hawk_test::raw(workspace), workspace.size(), nullptr);
   }
@@ -218,7 +219,7 @@ HostGradients backward_with_scan(const Problem& p, const Upstream& u, DeviceProb
   return g.download();
 }
 
-//! One problem through the shipped configuration's forward and BackwardConfig<it>: the chunked scan against the
+//! One problem through the shipped configuration's forward and the backward paired with it: the chunked scan against the
 //! reference, and the sequential scan bitwise equal to it, every gradient.
 template <class E, class Policy, GateMode Mode, int BlockWidth>
 void check_one(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0, bool with_dh_final,

@@ -7,7 +7,7 @@
 //! - (C) `replay_chunk` and `reverse_chunk`: the forward recurrence replayed from the checkpoint, and the reverse
 //!   recurrence of dh, one thread per channel, token by token;
 //! - (D) `chunk_gradients`: the row gradients of the chunk, and this thread's share of d a_param;
-//! - `tile_da_param`: the tile's d a_param from every thread's share, in a fixed order.
+//! - `tile_da_param`: the tile's d a_param from every thread's shares, in the order the configuration fixes.
 //!
 //! Bits: each piece does the operations the kernel did inline, in the same order, through the same gate_math.hpp
 //! functions; the pieces are __forceinline__.
@@ -85,7 +85,7 @@ struct StagedChunk {
 //! loops are unrolled so that the independent rows' math interleaves), with those channels' log_a coefficients.
 template <class Config>
 struct ScanThread {
-  static constexpr int kRowStep = Config::kThreads / Config::kThreadsPerRow;
+  static constexpr int kRowStep = Config::kScanRowStep;
   static constexpr int kRowsPerThread = (Config::kTimeChunk + kRowStep - 1) / kRowStep;
   bool h_thread;
   int dh_channel;
@@ -222,15 +222,28 @@ struct ChunkGradientRows {
   float* dga_f32;
 };
 
+//! This thread's shares of its chunk's d a_param: one sum per d a_param group (Config::kDaParamRowStep) its rows
+//! fall in, for each of its 4 channels, from 0.
+template <class Config>
+struct DaParamShares {
+  float sum[Config::kDaParamGroups][4];
+  __device__ __forceinline__ DaParamShares() {
+#pragma unroll
+    for (int g = 0; g < Config::kDaParamGroups; ++g)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) sum[g][v] = 0.0f;
+  }
+};
+
 //! (D) the row gradients of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3
 //! from h_{t-1} (h_prev_tile, replay_chunk's) and dh (dh_tile, reverse_chunk's), stored at `first_row`
-//! (the chunk's first token's offset into [T, W] plus the tile's first channel); `da_sum` accumulates this
-//! thread's share of d a_param in ascending rows.
+//! (the chunk's first token's offset into [T, W] plus the tile's first channel); `da` accumulates this thread's
+//! shares of d a_param in ascending rows, row row0 + j · RowStep into group j % kDaParamGroups.
 template <class Config, int RowsPerThread, int RowStep>
 __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                                 int row0, int valid, const float* h_prev_tile, const float* dh_tile,
                                                 const float* x_tile, const ChunkGradientRows<Config>& out,
-                                                std::int64_t first_row, std::int64_t width, float (&da_sum)[4]) {
+                                                std::int64_t first_row, std::int64_t width, DaParamShares<Config>& da) {
   constexpr int kWT = Config::kWidthTile;
   constexpr int kV = Config::kChannelVector;
   const int q = staged.q;
@@ -258,7 +271,7 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
       dx[v] = g.dx;
       dgx[v] = g.dgx;
       dga[v] = g.dga;
-      da_sum[v] += g.da_param_sum;
+      da.sum[row_step % Config::kDaParamGroups][v] += g.da_param_sum;
     }
     const std::int64_t offset = first_row + r * width + q;
     if constexpr (Config::kFused) {
@@ -273,18 +286,28 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
   }
 }
 
-//! The d a_param of the tile's channels from every thread's `da_sum`: channel c lives in slot c % 4 of threads
-//! c / 4, c / 4 + ThreadsPerRow, ..., summed in thread order into out[c]. `partials` is [Threads][4] of shared
-//! memory; the caller's barrier before this makes the tiles free, this one's makes every thread's sum visible.
+//! The d a_param of the tile's channels from every thread's shares, in the order Config::kDaParamRowStep fixes:
+//! group g = row0 + j · RowStep (share j of the threads with first row row0) of channel c lives at
+//! partials[g][c], and out[c] sums the groups g = 0, 1, ... in order. `partials` is [kDaParamRowStep][WidthTile]
+//! floats of shared memory; the caller's barrier before this makes the tiles free, this one's makes every
+//! thread's shares visible. With one group per thread this is the order the kernels always used: the threads of
+//! channel c (c / 4, c / 4 + ThreadsPerRow, ...) in thread order.
 template <class Config>
-__device__ __forceinline__ void tile_da_param(const float (&da_sum)[4], float* partials, float* out, int thread) {
+__device__ __forceinline__ void tile_da_param(const DaParamShares<Config>& da, float* partials, float* out, int thread) {
   constexpr int kV = Config::kChannelVector;
-  *reinterpret_cast<float4*>(partials + thread * kV) = make_float4(da_sum[0], da_sum[1], da_sum[2], da_sum[3]);
+  constexpr int kWT = Config::kWidthTile;
+  const int row0 = thread / Config::kThreadsPerRow;
+  const int q = (thread % Config::kThreadsPerRow) * kV;
+#pragma unroll
+  for (int j = 0; j < Config::kDaParamGroups; ++j) {
+    const int group = row0 + j * Config::kScanRowStep;
+    *reinterpret_cast<float4*>(partials + group * kWT + q) =
+        make_float4(da.sum[j][0], da.sum[j][1], da.sum[j][2], da.sum[j][3]);
+  }
   __syncthreads();
-  for (int c = thread; c < Config::kWidthTile; c += Config::kThreads) {
+  for (int c = thread; c < kWT; c += Config::kThreads) {
     float sum = 0.0f;
-    for (int source = c / kV; source < Config::kThreads; source += Config::kThreadsPerRow)
-      sum += partials[source * kV + c % kV];
+    for (int group = 0; group < Config::kDaParamRowStep; ++group) sum += partials[group * kWT + c];
     out[c] = sum;
   }
 }

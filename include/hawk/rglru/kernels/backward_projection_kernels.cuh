@@ -77,15 +77,15 @@ struct BackwardWeightGradParams {
 
 //! The shared memory and warp tiling of `backward_dx_kernel`. Also the tag of its dynamic shared memory limit.
 //!
-//! A stage holds one reduction step: the gradient rows dg[t][o0 .. o0 + 32) (fp32, A row-major) and the weight
-//! rows W[i][o0 .. o0 + 32) (Element, B n-major). Warps: 2 along tokens x 4 along channels; a warp owns 32 tokens
+//! A stage holds one reduction step: the gradient rows dg[t][o0 .. o0 + kDxStep) (fp32, A row-major) and the
+//! weight rows W[i][o0 .. o0 + kDxStep) (Element, B n-major). Warps: 2 along tokens x 4 along channels; a warp owns 32 tokens
 //! x kDxCols / 4 channels.
 template <class Config>
 struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Config::kProductThreads> {
   using Element = typename Config::Element;
   static constexpr int kRows = Config::kDxRows;
   static constexpr int kCols = Config::kDxCols;
-  static constexpr int kStep = Config::kProductStep;
+  static constexpr int kStep = Config::kDxStep;
   static constexpr int kStages = Config::kDxStages;
   static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
   static constexpr int kGradStride = kStep + 4;                                   // floats: 4 (mod 32) words
@@ -107,16 +107,16 @@ struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Confi
 //! The shared memory and warp tiling of `backward_weight_grad_kernel`. Also the tag of its dynamic shared memory
 //! limit.
 //!
-//! A CTA owns kRows values of i x kCols values of o of both matrices. A stage holds one reduction step of 32
-//! tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols), dga[t][...] (fp32, B k-major).
-//! Warps: 2 along i x 4 along o; a warp owns kRows / 2 x kCols / 4 of both matrices.
+//! A CTA owns kRows values of i x kCols values of o of both matrices. A stage holds one reduction step of
+//! kWeightGradStep tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols),
+//! dga[t][...] (fp32, B k-major). Warps: 2 along i x 4 along o; a warp owns kRows / 2 x kCols / 4 of both matrices.
 template <class Config>
 struct WeightGradProductLayout
     : ProductWarpGrid<Config::kWeightGradTile, Config::kWeightGradCols, Config::kProductThreads> {
   using Element = typename Config::Element;
   static constexpr int kRows = Config::kWeightGradTile;
   static constexpr int kCols = Config::kWeightGradCols;
-  static constexpr int kStep = Config::kProductStep;
+  static constexpr int kStep = Config::kWeightGradStep;
   static constexpr int kStages = Config::kWeightGradStages;
   static constexpr int kRowTiles = (Config::kBlockWidth + kRows - 1) / kRows;
   static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     return reinterpret_cast<float*>(weight_grad_shared + stage * Layout::kStageBytes + Layout::kInputBytes +
                                     matrix * Layout::kGradBytes);
   };
-  // Issue the cp.async of the step of 32 tokens from t_begin + step * 32 into `stage`. A dead token (of a
+  // Issue the cp.async of the step of kStep tokens from t_begin + step * kStep into `stage`. A dead token (of a
   // skipped sequence) or one past the segment counts as zeros: neither its x nor its gradients are read.
   auto request_step = [&](int step, int stage) {
     if (step < steps) {

@@ -19,9 +19,9 @@
 //!       token by token, from the carry (dh and a_bar of the next token: registers across chunks in the
 //!       sequential kernel, the chained word in the chunked one);
 //!   (D) all threads: token_gate_grads(...) per token and channel -> dx (direct path), dgx, dga, and the chunk's
-//!       partial of d a_param, Σ_t dlog_a · (-c · r), summed per thread in token order and then over the threads
-//!       in a fixed order into the chunk's row of the partials (its checkpoint row), which the ordered sum adds up
-//!       over every row in order.
+//!       partial of d a_param, Σ_t dlog_a · (-c · r), summed in the token grouping BackwardConfig::kDaParamRowStep
+//!       fixes (per thread in token order, then over the groups in order) into the chunk's row of the partials
+//!       (its checkpoint row), which the ordered sum adds up over every row in order.
 //! dh0 = a_bar_0 · dh_0 (0 when token 0 is a reset: `initial_state_gradient`) ends chunk 0.
 //!
 //! Resets select, they do not multiply by zero (SPEC §1): the replay takes h_t = u_t and the reverse carry
@@ -59,6 +59,13 @@
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/gate_math.hpp"
 #include "hawk/rglru/params.hpp"
+
+// A timeline hook for bench/probes/backward_scan_probe.cu, which defines it before including this header to record
+// when each ticket of the chunked scan passes each point (events 0-7 in chunked_backward_scan_kernel); nothing
+// otherwise.
+#ifndef HAWK_BACKWARD_SCAN_TRACE
+#define HAWK_BACKWARD_SCAN_TRACE(event, ticket) ((void)0)
+#endif
 
 namespace hawk {
 namespace rglru {
@@ -150,8 +157,8 @@ struct ScanLayout {
   static constexpr bool kXABarInWeights = 2 * kTileBytes <= kDeadWeightBytes;
   static constexpr bool kUInWeights = 3 * kTileBytes <= kDeadWeightBytes;
   static constexpr bool kDhInInputs = kFusedOneChunk && kTileBytes <= kInputBytes;
-  static constexpr std::size_t kPartialBytes =
-      detail::round_up_bytes(sizeof(float) * Config::kThreads * Config::kChannelVector);
+  static constexpr std::size_t kPartialBytes =  // the d a_param shares: [kDaParamRowStep][WidthTile]
+      detail::round_up_bytes(sizeof(float) * Config::kDaParamRowStep * kWT);
   static constexpr bool kPartialsInWeights = kPartialBytes <= kDeadWeightBytes;
 
   static constexpr std::size_t kWeightOffset = 0;  // fused: [BlockWidth][kWeightStride] = [Wx tile | Wa tile]
@@ -172,7 +179,7 @@ struct ScanLayout {
   static constexpr std::size_t kAfterDh = kDhInInputs ? kAfterU : kDhOffset + kTileBytes;
   static constexpr std::size_t kResetOffset = kAfterDh;  // [stages][C]
   static constexpr std::size_t kAfterReset = kResetOffset + kResetBytes * kChunkStages;
-  static constexpr std::size_t kPartialOffset = kPartialsInWeights ? kWeightOffset : kAfterReset;  // [Threads][4]
+  static constexpr std::size_t kPartialOffset = kPartialsInWeights ? kWeightOffset : kAfterReset;  // [DaParamRowStep][WT]
   static constexpr std::size_t kTicketOffset =  // one unsigned long long
       kPartialsInWeights ? kAfterReset : kPartialOffset + kPartialBytes;
   static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
@@ -258,7 +265,6 @@ __global__ void __launch_bounds__(Config::kThreads)
   using Layout = backward_detail::ScanLayout<Config>;
   constexpr int kC = Config::kTimeChunk;
   constexpr int kWT = Config::kWidthTile;
-  constexpr int kV = Config::kChannelVector;
   constexpr int kInputElements = static_cast<int>(Layout::kInputBytes / sizeof(Element));
   constexpr int kDyElements = static_cast<int>(Layout::kDyBytes / sizeof(Element));
   constexpr int kResetStride = static_cast<int>(Layout::kResetBytes);
@@ -374,12 +380,12 @@ __global__ void __launch_bounds__(Config::kThreads)
     __syncthreads();
 
     // ---- (D) gradients of every token and channel, and the chunk's d a_param ----------------------------------
-    float da_sum[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+    backward_detail::DaParamShares<Config> da_shares;
     backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
         staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W,
-        da_sum);
+        da_shares);
     __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
-    backward_detail::tile_da_param<Config>(da_sum, partials,
+    backward_detail::tile_da_param<Config>(da_shares, partials,
                                            p.da_param_partial + checkpoint_row(begin, n, chunk, kC) * W + col0,
                                            thread);
   }
@@ -447,7 +453,6 @@ __global__ void __launch_bounds__(Config::kThreads)
   using Layout = backward_detail::ScanLayout<Config, true>;
   constexpr int kC = Config::kTimeChunk;
   constexpr int kWT = Config::kWidthTile;
-  constexpr int kV = Config::kChannelVector;
   constexpr ResetMode kMode = Config::ResetPolicy::kMode;
 
   extern __shared__ __align__(128) unsigned char shared[];
@@ -461,6 +466,7 @@ __global__ void __launch_bounds__(Config::kThreads)
       take_chunk_ticket(cp.ticket_counter, reinterpret_cast<unsigned long long*>(shared + Layout::kTicketOffset)));
   if (ticket >= cp.tickets) return;  // the rounding of a two-dimensional grid: no chunk, nobody waits for it
   const backward_detail::ReverseChunkWork work = backward_detail::locate_reverse_chunk<kC>(cp, ticket);
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(0, ticket);  // the ticket is taken
   const std::int64_t W = p.width;
   const std::int64_t col0 = static_cast<std::int64_t>(work.tile) * kWT;
   unsigned long long* const slot_words = cp.carry_words + work.slot * W + col0;
@@ -510,6 +516,7 @@ __global__ void __launch_bounds__(Config::kThreads)
     dh_next = p.dh_final[extent.state_row * W + col0 + me.dh_channel];
   cp_async_wait<0>();
   __syncthreads();
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(1, ticket);  // the inputs have landed
 
   // ---- (P) fused: the forward's own projection ----------------------------------------------------------------
   if constexpr (Config::kFused) {
@@ -523,9 +530,11 @@ __global__ void __launch_bounds__(Config::kThreads)
   backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep>(
       staged, me.log_a_coeff, me.row0, valid, tiles.a_bar, tiles.u, tiles.x);
   __syncthreads();
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(2, ticket);  // the projection and the gates are done
 
   // ---- (C) the replay from the checkpoint; the reverse recurrence on the chain --------------------------------
   if (me.h_thread) backward_detail::replay_chunk<Config>(tiles.u, tiles.a_bar, carry, valid, thread);
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(3, ticket);  // the replay is done (thread 0 runs one)
   if (me.dh_thread) {
     if (!last_chunk) {
       // Chunk j + 1's term a_bar · dh, as if its first token were this chunk's next: reverse_step then adds
@@ -534,12 +543,14 @@ __global__ void __launch_bounds__(Config::kThreads)
       a_bar_next = next.reset ? kResetABar : 1.0f;
       dh_next = next.term;
     }
+    if (me.dh_channel == 0) HAWK_BACKWARD_SCAN_TRACE(4, ticket);  // the carry is in hand
     backward_detail::reverse_chunk<Config>(tiles.dy, tiles.a_bar, tiles.dh, valid, me.dh_channel, dh_next,
                                            a_bar_next);
     // Chunk 0 publishes too: with offsets the unchecked path does not trust, another sequence's chunk may wait on
     // this slot, and must not wait for ever.
     publish_reverse_carry(slot_words + me.dh_channel, detail::mul_rn(a_bar_next, dh_next),
                           kMode == ResetMode::kFlags && is_reset_a_bar(a_bar_next));
+    if (me.dh_channel == 0) HAWK_BACKWARD_SCAN_TRACE(5, ticket);  // the carry for chunk j - 1 is published
     if (work.j == 0 && p.dh0 != nullptr)
       p.dh0[extent.state_row * W + col0 + me.dh_channel] = initial_state_gradient(a_bar_next, dh_next);
   }
@@ -547,12 +558,14 @@ __global__ void __launch_bounds__(Config::kThreads)
 
   // ---- (D) gradients of every token and channel, and the chunk's d a_param --------------------------------------
   const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
-  float da_sum[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+  backward_detail::DaParamShares<Config> da_shares;
   backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
       staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, rows, (begin + chunk_start) * W + col0, W,
-      da_sum);
+      da_shares);
   __syncthreads();
-  backward_detail::tile_da_param<Config>(da_sum, tiles.partials, p.da_param_partial + work.slot * W + col0, thread);
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
+  backward_detail::tile_da_param<Config>(da_shares, tiles.partials, p.da_param_partial + work.slot * W + col0, thread);
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // the d a_param partial row is written
 }
 
 #endif  // __CUDACC__

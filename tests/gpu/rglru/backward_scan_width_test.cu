@@ -1,0 +1,89 @@
+// The backward scan's width tile does not change a bit: the default dispatch runs 16-bit w = 256 with 32-channel
+// scan tiles (DefaultBackwardConfig, dispatch.cuh) where the forward it pairs with runs 16, keeping the 16-channel
+// tiles' d a_param token grouping (BackwardConfig's DaParamRowStep). Every gradient of both scan kernels must be
+// bitwise BackwardConfig<shipped forward>'s, at every tail (L = 1, 2, odd, not a multiple of the chunk; packed
+// with an empty sequence; resets at t = 0, mid-chunk, at chunk edges, consecutive). Control: the same 32-channel
+// tiles with their own grouping (DaParamRowStep 0) must change d a_param's bits and nothing else, which shows that
+// the comparison sees the grouping. (Against the float64 reference: check_one in backward_support.cuh runs the
+// default configuration.)
+#include "backward_support.cuh"
+
+namespace {
+
+using namespace rglru_backward_test;
+using hawk::rglru::BackwardScan;
+
+template <class BwdConfig, BackwardScan Scan, class E>
+HostGradients run_config(const Problem& p, const Upstream& u, DeviceProblem<E>& d) {
+  DeviceGradients<E> g(p, u);
+  using Op = hawk::rglru::Backward<BwdConfig, Scan>;
+  const BackwardArguments args = g.arguments(p, d);
+  g.workspace.resize(Op::workspace_size(args) + 1);
+  const hawk::Status status = Op::run(args, hawk_test::raw(g.workspace), g.workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO("backward: " << status.to_string());
+  REQUIRE(status.ok());
+  return g.download();
+}
+
+template <class E, class Policy>
+void check_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
+  using Forward = ShippedForward<E, Policy, GateMode::kFused, 256>;
+  using Narrow = hawk::rglru::BackwardConfig<Forward>;
+  using Wide = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
+  static_assert(Forward::kWidthTile == 16 && Wide::kWidthTile == 32, "the shipped 16-bit w = 256 tiles changed");
+  static_assert(Wide::kDaParamRowStep == Narrow::kScanRowStep && Wide::kDaParamGroups == 2,
+                "the wide scan must group d a_param as the narrow one");
+  INFO("policy=" << Policy::kName << " packed=" << packed << " h0=" << with_h0 << " N=" << lengths.size()
+                 << " first length=" << lengths.front());
+  const Problem p = rglru_test::make_problem<E>(512, 2, lengths, packed, GateMode::kFused, Policy::kMode, with_h0);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  const hawk::Status forward_status = rglru_test::run_forward<Forward>(d.arguments(p), d.workspace);
+  INFO("forward: " << forward_status.to_string());
+  REQUIRE(forward_status.ok());
+  const HostGradients narrow = run_config<Narrow, BackwardScan::kSequential>(p, u, d);
+  const std::vector<unsigned char> want = narrow.all_bytes();
+  CHECK(run_config<Wide, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
+  CHECK(run_config<Wide, BackwardScan::kSequential>(p, u, d).all_bytes() == want);
+  CHECK(run_config<Narrow, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
+}
+
+}  // namespace
+
+TEST_CASE("backward scan width: 32-channel tiles give the 16-channel tiles' bits at w = 256 (bf16, fp16)",
+          "[backward][scan_width]") {
+  using hawk::rglru::ResetAtSequenceStart;
+  using hawk::rglru::ResetFlags;
+  using BF = __nv_bfloat16;
+  for (std::int64_t L : {1, 2, 17, 64, 65, 300}) check_same_bits<BF, ResetFlags>({L, L}, false, true);
+  check_same_bits<BF, ResetFlags>({17, 0, 64, 1, 130, 257}, true, true);
+  check_same_bits<BF, ResetAtSequenceStart>({sanitizing() ? 300 : 1000}, false, false);
+  check_same_bits<__half, ResetFlags>({17, 0, 64, 1, 130, 257}, true, false);
+  check_same_bits<__half, hawk::rglru::NoReset>({193, 70}, true, true);
+}
+
+TEST_CASE("backward scan width: control, 32-channel tiles with their own d a_param grouping change d a_param only",
+          "[backward][scan_width]") {
+  using E = __nv_bfloat16;
+  using Policy = hawk::rglru::ResetFlags;
+  using Forward = ShippedForward<E, Policy, GateMode::kFused, 256>;
+  using Wide = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
+  using OwnGrouping = hawk::rglru::BackwardConfig<typename Wide::PairedForward>;
+  static_assert(OwnGrouping::kDaParamRowStep == 32 && Wide::kDaParamRowStep == 64, "the control's groupings");
+  const Problem p = rglru_test::make_problem<E>(512, 2, {1000, 700}, false, GateMode::kFused, Policy::kMode, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
+  const HostGradients shipped = run_config<Wide, BackwardScan::kChunked>(p, u, d);
+  const HostGradients own = run_config<OwnGrouping, BackwardScan::kChunked>(p, u, d);
+  CHECK(own.da_param_bytes != shipped.da_param_bytes);
+  CHECK(own.dx_bytes == shipped.dx_bytes);
+  CHECK(own.dWx_bytes == shipped.dWx_bytes);
+  CHECK(own.dWa_bytes == shipped.dWa_bytes);
+  CHECK(own.dh0_bytes == shipped.dh0_bytes);
+  // Both groupings sum the same terms: the same d a_param to rounding.
+  const auto c = hawk_test::compare(own.da_param, shipped.da_param);
+  INFO(c.describe());
+  CHECK(c.relative_l2 <= 1e-5);
+}
