@@ -71,7 +71,7 @@ TEST_CASE("backward scan width: control, 32-channel tiles with their own d a_par
   using Wide = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
   using OwnGrouping = hawk::rglru::BackwardConfig<typename Wide::PairedForward>;
   static_assert(OwnGrouping::kDaParamRowStep == 32 && Wide::kDaParamRowStep == 64, "the control's groupings");
-  const Problem p = rglru_test::make_problem<E>(512, 2, {1000, 700}, false, GateMode::kFused, Policy::kMode, true);
+  const Problem p = rglru_test::make_problem<E>(512, 2, {1000, 700}, true, GateMode::kFused, Policy::kMode, true);
   const Upstream u = make_upstream<E>(p, true);
   DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
   REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
