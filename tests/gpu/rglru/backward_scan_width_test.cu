@@ -1,11 +1,12 @@
 // The backward scan's width tile does not change a bit: the default dispatch runs 16-bit w = 256 with 32-channel
 // scan tiles (DefaultBackwardConfig, dispatch.cuh) where the forward it pairs with runs 16, keeping the 16-channel
-// tiles' d a_param token grouping (BackwardConfig's DaParamRowStep). Every gradient of both scan kernels must be
-// bitwise BackwardConfig<shipped forward>'s, at every tail (L = 1, 2, odd, not a multiple of the chunk; packed
-// with an empty sequence; resets at t = 0, mid-chunk, at chunk edges, consecutive). Control: the same 32-channel
-// tiles with their own grouping (DaParamRowStep 0) must change d a_param's bits and nothing else, which shows that
-// the comparison sees the grouping. (Against the float64 reference: check_one in backward_support.cuh runs the
-// default configuration.)
+// tiles' d a_param token grouping (BackwardConfig's DaParamRowStep), and its chunked scan stores its gates in the
+// dead weight tile (ScanLayout's kGatesInWeights, three CTAs per SM; fp32 w = 256 too, below). Every gradient of
+// both scan kernels must be bitwise BackwardConfig<shipped forward>'s, at every tail (L = 1, 2, odd, not a
+// multiple of the chunk; packed with an empty sequence; resets at t = 0, mid-chunk, at chunk edges, consecutive).
+// Control: the same 32-channel tiles with their own grouping (DaParamRowStep 0) must change d a_param's bits and
+// nothing else, which shows that the comparison sees the grouping. (Against the float64 reference: check_one in
+// backward_support.cuh runs the default configuration.)
 #include "backward_support.cuh"
 
 namespace {
@@ -34,6 +35,11 @@ void check_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool
   static_assert(Forward::kWidthTile == 16 && Wide::kWidthTile == 32, "the shipped 16-bit w = 256 tiles changed");
   static_assert(Wide::kDaParamRowStep == Narrow::kScanRowStep && Wide::kDaParamGroups == 2,
                 "the wide scan must group d a_param as the narrow one");
+  // The chunked kernel's arrangement under test: the gate tile in the dead weight tile (three CTAs per SM for the
+  // wide scan, four for the narrow one).
+  static_assert(hawk::rglru::backward_detail::ScanLayout<Wide, true>::kGatesInWeights &&
+                    hawk::rglru::backward_detail::ScanLayout<Narrow, true>::kGatesInWeights,
+                "the chunked scan's shared-memory arrangement changed");
   INFO("policy=" << Policy::kName << " packed=" << packed << " h0=" << with_h0 << " N=" << lengths.size()
                  << " first length=" << lengths.front());
   const Problem p = rglru_test::make_problem<E>(512, 2, lengths, packed, GateMode::kFused, Policy::kMode, with_h0);
@@ -61,6 +67,25 @@ TEST_CASE("backward scan width: 32-channel tiles give the 16-channel tiles' bits
   check_same_bits<BF, ResetAtSequenceStart>({sanitizing() ? 300 : 1000}, false, false);
   check_same_bits<__half, ResetFlags>({17, 0, 64, 1, 130, 257}, true, false);
   check_same_bits<__half, hawk::rglru::NoReset>({193, 70}, true, true);
+}
+
+TEST_CASE("backward scan width: fp32 w = 256, whose chunked scan stores its gates in the weight tile, gives the "
+          "sequential scan's bits", "[backward][scan_width]") {
+  using E = float;
+  using Policy = hawk::rglru::ResetFlags;
+  using Forward = ShippedForward<E, Policy, GateMode::kFused, 256>;
+  using Config = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
+  static_assert(std::is_same<Config, hawk::rglru::BackwardConfig<Forward>>::value &&
+                    hawk::rglru::backward_detail::ScanLayout<Config, true>::kGatesInWeights,
+                "fp32 w = 256: the chunked scan's second arrangement");
+  const Problem p = rglru_test::make_problem<E>(512, 2, {17, 0, 130, 65, 1}, true, GateMode::kFused, Policy::kMode,
+                                                true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
+  const HostGradients chunked = run_config<Config, BackwardScan::kChunked>(p, u, d);
+  check_against_reference<E>(p, u, chunked);
+  CHECK(chunked.all_bytes() == run_config<Config, BackwardScan::kSequential>(p, u, d).all_bytes());
 }
 
 TEST_CASE("backward scan width: control, 32-channel tiles with their own d a_param grouping change d a_param only",

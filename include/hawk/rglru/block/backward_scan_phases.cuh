@@ -3,6 +3,7 @@
 //! The phases of the backward scan's chunk (kernels/backward_scan_kernel.cuh), as named pieces:
 //! - `ScanThread`: a thread's roles and channels;
 //! - `StagedChunk`: what a thread reads of the staged chunk (x, gx, ga of a token and channel, its reset flag);
+//! - `stage_x_tile` (fused mode, where the layout asks): the tile's x in fp32 ahead of (B);
 //! - (B) `chunk_gates`: a_bar and u of every token and channel of the tile, into shared tiles;
 //! - (C) `replay_chunk` and `reverse_chunk`: the forward recurrence replayed from the checkpoint, and the reverse
 //!   recurrence of dh, one thread per channel, token by token;
@@ -105,14 +106,32 @@ struct ScanThread {
   }
 };
 
-//! (B) a_bar, u of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3, into
-//! a_bar_tile and u_tile ([TimeChunk][WidthTile] fp32); fused mode also keeps x of the tile in fp32 (x_tile).
+//! Fused mode: x of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3 from the
+//! staged block rows into x_tile (fp32), ahead of (B), so that (B) no longer reads the staged rows and their memory
+//! can take (B)'s u tile (ScanLayout's kGatesInWeights).
 template <class Config, int RowsPerThread, int RowStep>
+__device__ __forceinline__ void stage_x_tile(const StagedChunk<Config>& staged, int row0, int valid, float* x_tile) {
+  constexpr int kWT = Config::kWidthTile;
+  const int q = staged.q;
+#pragma unroll
+  for (int row_step = 0; row_step < RowsPerThread; ++row_step) {
+    const int r = row0 + row_step * RowStep;
+    if (r >= valid) break;
+    *reinterpret_cast<float4*>(x_tile + r * kWT + q) =
+        make_float4(staged.x(r, 0), staged.x(r, 1), staged.x(r, 2), staged.x(r, 3));
+  }
+}
+
+//! (B) a_bar, u of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3, into
+//! a_bar_tile and u_tile ([TimeChunk][WidthTile] fp32); fused mode also keeps x of the tile in fp32 (x_tile), or,
+//! with XStaged, reads it from there (stage_x_tile wrote this thread's own rows and channels: the same values).
+template <class Config, int RowsPerThread, int RowStep, bool XStaged = false>
 __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                             int row0, int valid, float* a_bar_tile, float* u_tile, float* x_tile) {
   constexpr int kWT = Config::kWidthTile;
   constexpr int kV = Config::kChannelVector;
   static_assert(kV == 4, "chunk_gates: one float4 of channels per thread");
+  static_assert(!XStaged || Config::kFused, "chunk_gates: x is staged in fp32 in fused mode only");
   const int q = staged.q;
 #pragma unroll
   for (int row_step = 0; row_step < RowsPerThread; ++row_step) {
@@ -120,18 +139,25 @@ __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, c
     if (r >= valid) break;
     const bool reset = staged.is_reset(r);
     float x[kV], a_bar[kV], u[kV];
+    if constexpr (XStaged) {
+      const float4 staged_x = *reinterpret_cast<const float4*>(x_tile + r * kWT + q);
+      x[0] = staged_x.x;
+      x[1] = staged_x.y;
+      x[2] = staged_x.z;
+      x[3] = staged_x.w;
+    }
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
       float gx, ga;
       staged.gate_logits(r, v, gx, ga);
-      x[v] = staged.x(r, v);
+      if constexpr (!XStaged) x[v] = staged.x(r, v);
       const TokenGates g = token_gates(x[v], gx, ga, log_a_coeff[v], reset);
       a_bar[v] = g.a_bar;
       u[v] = g.u;
     }
     *reinterpret_cast<float4*>(a_bar_tile + r * kWT + q) = make_float4(a_bar[0], a_bar[1], a_bar[2], a_bar[3]);
     *reinterpret_cast<float4*>(u_tile + r * kWT + q) = make_float4(u[0], u[1], u[2], u[3]);
-    if constexpr (Config::kFused)
+    if constexpr (Config::kFused && !XStaged)
       *reinterpret_cast<float4*>(x_tile + r * kWT + q) = make_float4(x[0], x[1], x[2], x[3]);
   }
 }

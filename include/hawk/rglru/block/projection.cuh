@@ -282,18 +282,24 @@ struct PairedWarpMma {
 //! The CTA computes out[m][n] = Σ_k a[m][k] · b[k][n] + bias[n] for an M x N x K product, WarpsM x WarpsN
 //! warps each owning an (M / WarpsM) x (N / WarpsN) tile. A is row-major [M][lda], B row-major [K][ldb] (both
 //! in shared memory), bias [N] and out [M][ldo] fp32 in shared memory. No barrier inside: the caller
-//! synchronises before (operands ready) and after (out complete).
-template <class Element, int M, int N, int K, int WarpsM, int WarpsN>
+//! synchronises before (operands ready) and after (out complete). With BarrierBeforeStore, one: every thread
+//! of the CTA calls it, and the products of all warps end before any stores, so `out` may overlap a and b.
+template <class Element, int M, int N, int K, int WarpsM, int WarpsN, bool BarrierBeforeStore = false>
 __device__ __forceinline__ void block_mma_project(const Element* a, int lda, const Element* b, int ldb,
                                                   const float* bias, float* out, int ldo, int thread) {
   static_assert(M % (WarpsM * 16) == 0 && N % (WarpsN * 16) == 0, "block_mma_project: warp grid does not tile");
   constexpr int kWarpM = M / WarpsM;
   constexpr int kWarpN = N / WarpsN;
   detail::WarpTileOrigin at;
-  if (!detail::warp_tile_origin<WarpsM, WarpsN, kWarpM, kWarpN>(thread, at)) return;
+  const bool owns_tile = detail::warp_tile_origin<WarpsM, WarpsN, kWarpM, kWarpN>(thread, at);
+  if (!BarrierBeforeStore && !owns_tile) return;
   WarpMma<Element, kWarpM, kWarpN> mma;
   mma.clear();
-  mma.template multiply<K>(a, lda, b, ldb, at.m0, at.n0, at.lane);
+  if (owns_tile) mma.template multiply<K>(a, lda, b, ldb, at.m0, at.n0, at.lane);
+  if constexpr (BarrierBeforeStore) {
+    __syncthreads();  // every warp's operand reads are done: out may now overwrite them
+    if (!owns_tile) return;
+  }
   mma.for_each_pair(at.lane, [&](int row, int col, float v0, float v1) {
     const int n = at.n0 + col;
     float2 value;
@@ -305,8 +311,9 @@ __device__ __forceinline__ void block_mma_project(const Element* a, int lda, con
 
 //! fp32 twin of block_mma_project on the SIMT pipes: each thread owns `Rows` rows x 4 columns of out, and
 //! accumulates every element with fmaf over k = 0, 1, ..., K-1 from zero, then adds the bias. a row-major
-//! [M][lda] (lda and the rows 16-byte aligned), b row-major [K][ldb], out [M][ldo].
-template <int M, int N, int K, int Threads, int Rows>
+//! [M][lda] (lda and the rows 16-byte aligned), b row-major [K][ldb], out [M][ldo]. BarrierBeforeStore as
+//! block_mma_project's.
+template <int M, int N, int K, int Threads, int Rows, bool BarrierBeforeStore = false>
 __device__ __forceinline__ void block_simt_project(const float* a, int lda, const float* b, int ldb,
                                                    const float* bias, float* out, int ldo, int thread) {
   constexpr int kColGroups = N / 4;
@@ -330,6 +337,7 @@ __device__ __forceinline__ void block_simt_project(const float* a, int lda, cons
       for (int kk = 0; kk < 4; ++kk) detail::fma4(acc[i], a_k[kk], bv[kk]);
     }
   }
+  if constexpr (BarrierBeforeStore) __syncthreads();  // every thread's operand reads are done
 #pragma unroll
   for (int i = 0; i < Rows; ++i) {
     float4 value;
@@ -449,20 +457,22 @@ struct BlockSimtGatePairs {
 
 //! The fused gate projection of one staged chunk as the RG-LRU kernels run it, for a ForwardConfig (the backward
 //! passes its PairedForward): gates[r][0:WT] = gx, gates[r][WT:2WT] = ga for the TimeChunk rows of `stage`, on
-//! tensor cores (bf16, fp16) or the SIMT pipes (fp32), by the kProducerThreads threads. No barrier inside.
-template <class Config>
+//! tensor cores (bf16, fp16) or the SIMT pipes (fp32), by the kProducerThreads threads. No barrier inside, or,
+//! with BarrierBeforeStore (every thread of the CTA calls it), one between the products and the stores, so that
+//! `gates` may overlap `stage` and `weights` (the same values either way).
+template <class Config, bool BarrierBeforeStore = false>
 __device__ __forceinline__ void project_chunk(const typename Config::Element* stage,
                                               const typename Config::Element* weights, const float* bias, float* gates,
                                               int thread) {
   if constexpr (Config::kTensorCores) {
     block_mma_project<typename Config::Element, Config::kTimeChunk, Config::kProjCols, Config::kBlockWidth,
-                      Config::kMmaWarpsM, Config::kMmaWarpsN>(stage, Config::kInputStride, weights,
-                                                              Config::kWeightStride, bias, gates, Config::kGateStride,
-                                                              thread);
+                      Config::kMmaWarpsM, Config::kMmaWarpsN, BarrierBeforeStore>(
+        stage, Config::kInputStride, weights, Config::kWeightStride, bias, gates, Config::kGateStride, thread);
   } else {
     block_simt_project<Config::kTimeChunk, Config::kProjCols, Config::kBlockWidth, Config::kProducerThreads,
-                       Config::kSimtRows>(stage, Config::kInputStride, weights, Config::kWeightStride, bias, gates,
-                                          Config::kGateStride, thread);
+                       Config::kSimtRows, BarrierBeforeStore>(stage, Config::kInputStride, weights,
+                                                              Config::kWeightStride, bias, gates, Config::kGateStride,
+                                                              thread);
   }
 }
 

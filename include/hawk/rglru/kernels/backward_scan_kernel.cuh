@@ -123,16 +123,14 @@ struct ChunkedBackwardScanParams {
 
 namespace backward_detail {
 
-//! Shared-memory layout of one scan CTA (bytes, 128-byte aligned regions).
-//!
-//! The sequential kernel (`OneChunk` false): fused mode keeps one stage of block rows [TimeChunk][BlockWidth]
-//! (the largest buffer): the next chunk's rows are requested as soon as the gate phase has copied this chunk's x
-//! tile out, so the load overlaps the recurrences and the gradient phase, and two CTAs still fit on an SM at
-//! w = 256. Gate-logits mode double-buffers its small x, gx, ga tiles. dy and the reset flags are double-buffered.
-//! The chunked kernel (`OneChunk` true) holds one chunk: every region single, a slot for its ticket, and in fused
-//! mode the regions of phases that do not overlap in the same memory (below).
-template <class Config, bool OneChunk = false>
-struct ScanLayout {
+//! CTAs with `bytes` of shared memory each that fit on one SM of sm_90 (228 KB, 1 KB of it reserved per CTA): how
+//! ScanLayout chooses between the chunked fused kernel's two arrangements.
+constexpr int scan_ctas_per_sm90(std::size_t bytes) { return static_cast<int>((228u * 1024u) / (bytes + 1024u)); }
+
+//! The regions of one scan CTA's shared memory (bytes, 128-byte aligned), for ScanLayout below; GatesInWeights
+//! selects the chunked fused kernel's second arrangement.
+template <class Config, bool OneChunk, bool GatesInWeights>
+struct ScanRegions {
   using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
   static constexpr int kC = Config::kTimeChunk;
@@ -152,30 +150,45 @@ struct ScanLayout {
   // d a_param partials (written after D) from the weight tile again: about a quarter less memory at w = 128 and
   // 256, three CTAs per SM instead of two. The sequential kernel keeps its weight tile for every chunk and
   // prefetches the next chunk's inputs, so it shares nothing.
+  // GatesInWeights goes further: the projection stores its gates only after every warp's products (a barrier in
+  // project_chunk), into the dead weight tile beside x and a_bar; x is staged in fp32 before (B) (stage_x_tile), so
+  // (B) leaves the inputs dead and u and dh take them. No region of its own but dy, the reset flags and the ticket.
   static constexpr bool kFusedOneChunk = OneChunk && Config::kFused;
+  static constexpr bool kGatesInWeights = GatesInWeights && kFusedOneChunk;
   static constexpr std::size_t kDeadWeightBytes = kFusedOneChunk ? PairedForward::kWeightBytes : 0;
-  static constexpr bool kXABarInWeights = 2 * kTileBytes <= kDeadWeightBytes;
-  static constexpr bool kUInWeights = 3 * kTileBytes <= kDeadWeightBytes;
+  static constexpr bool kXABarInWeights = !kGatesInWeights && 2 * kTileBytes <= kDeadWeightBytes;
+  static constexpr bool kUInWeights = !kGatesInWeights && 3 * kTileBytes <= kDeadWeightBytes;
   static constexpr bool kDhInInputs = kFusedOneChunk && kTileBytes <= kInputBytes;
   static constexpr std::size_t kPartialBytes =  // the d a_param shares: [kDaParamRowStep][WidthTile]
       detail::round_up_bytes(sizeof(float) * Config::kDaParamRowStep * kWT);
   static constexpr bool kPartialsInWeights = kPartialBytes <= kDeadWeightBytes;
+  //! Whether the arrangement is possible at all (GatesInWeights: gates, x and a_bar in the weight tile, u and dh in
+  //! the inputs).
+  static constexpr bool kFits =
+      !kGatesInWeights || (PairedForward::kGateBytes + 2 * kTileBytes <= kDeadWeightBytes &&
+                           2 * kTileBytes <= kInputBytes);
 
   static constexpr std::size_t kWeightOffset = 0;  // fused: [BlockWidth][kWeightStride] = [Wx tile | Wa tile]
   static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;  // fused: [bx tile | ba tile]
   static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
   static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes * kInputStages;  // [stages][C][WT] Element
-  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * kChunkStages;  // fused: [C][kGateStride]
-  static constexpr std::size_t kGateBytes = Config::kFused ? PairedForward::kGateBytes : 0;
+  static constexpr std::size_t kAfterDy = kDyOffset + kDyBytes * kChunkStages;
+  // fused: [C][kGateStride]
+  static constexpr std::size_t kGateOffset = kGatesInWeights ? kWeightOffset : kAfterDy;
+  static constexpr std::size_t kGateBytes = Config::kFused && !kGatesInWeights ? PairedForward::kGateBytes : 0;
   static constexpr std::size_t kXBytes = Config::kFused ? kTileBytes : 0;
   // The regions below have their own memory from kOwnOffset on, unless carved from a dead one.
-  static constexpr std::size_t kOwnOffset = kGateOffset + kGateBytes;
-  static constexpr std::size_t kXOffset = kXABarInWeights ? kWeightOffset : kOwnOffset;  // fused: [C][WT] fp32 x
-  static constexpr std::size_t kABarOffset = kXABarInWeights ? kWeightOffset + kTileBytes : kXOffset + kXBytes;
-  static constexpr std::size_t kAfterABar = kXABarInWeights ? kOwnOffset : kABarOffset + kTileBytes;
-  static constexpr std::size_t kUOffset = kUInWeights ? kWeightOffset + 2 * kTileBytes : kAfterABar;  // u, h_{t-1}
-  static constexpr std::size_t kAfterU = kUInWeights ? kAfterABar : kUOffset + kTileBytes;
-  static constexpr std::size_t kDhOffset = kDhInInputs ? kInputOffset : kAfterU;  // [C][WT]
+  static constexpr std::size_t kOwnOffset = kAfterDy + kGateBytes;
+  static constexpr std::size_t kXOffset =  // fused: [C][WT] fp32 x
+      kGatesInWeights ? kWeightOffset + PairedForward::kGateBytes : kXABarInWeights ? kWeightOffset : kOwnOffset;
+  static constexpr std::size_t kABarOffset =
+      kGatesInWeights || kXABarInWeights ? kXOffset + kTileBytes : kXOffset + kXBytes;
+  static constexpr std::size_t kAfterABar = kGatesInWeights || kXABarInWeights ? kOwnOffset : kABarOffset + kTileBytes;
+  static constexpr std::size_t kUOffset =  // u, h_{t-1}
+      kGatesInWeights ? kInputOffset : kUInWeights ? kWeightOffset + 2 * kTileBytes : kAfterABar;
+  static constexpr std::size_t kAfterU = kGatesInWeights || kUInWeights ? kAfterABar : kUOffset + kTileBytes;
+  static constexpr std::size_t kDhOffset =  // [C][WT]
+      kGatesInWeights ? kInputOffset + kTileBytes : kDhInInputs ? kInputOffset : kAfterU;
   static constexpr std::size_t kAfterDh = kDhInInputs ? kAfterU : kDhOffset + kTileBytes;
   static constexpr std::size_t kResetOffset = kAfterDh;  // [stages][C]
   static constexpr std::size_t kAfterReset = kResetOffset + kResetBytes * kChunkStages;
@@ -183,7 +196,30 @@ struct ScanLayout {
   static constexpr std::size_t kTicketOffset =  // one unsigned long long
       kPartialsInWeights ? kAfterReset : kPartialOffset + kPartialBytes;
   static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
-  static_assert(kSharedBytes <= 227u * 1024u,
+};
+
+//! Shared-memory layout of one scan CTA (bytes, 128-byte aligned regions).
+//!
+//! The sequential kernel (`OneChunk` false): fused mode keeps one stage of block rows [TimeChunk][BlockWidth]
+//! (the largest buffer): the next chunk's rows are requested as soon as the gate phase has copied this chunk's x
+//! tile out, so the load overlaps the recurrences and the gradient phase, and two CTAs still fit on an SM at
+//! w = 256. Gate-logits mode double-buffers its small x, gx, ga tiles. dy and the reset flags are double-buffered.
+//! The chunked kernel (`OneChunk` true) holds one chunk: every region single, a slot for its ticket, and in fused
+//! mode the regions of phases that do not overlap in the same memory (ScanRegions). Its second arrangement
+//! (kGatesInWeights) is taken where it fits and lets more CTAs share an SM of sm_90: 16-bit w = 256 with 32-channel
+//! tiles (93.7 -> 75.3 KB, two CTAs per SM -> three), with 16-channel tiles (66.9 -> 56.7 KB, three -> four) and
+//! fp32 w = 256 (118.1 -> 107.9 KB, one -> two).
+template <class Config, bool OneChunk>
+constexpr bool scan_gates_in_weights() {
+  using Second = ScanRegions<Config, OneChunk, true>;
+  using First = ScanRegions<Config, OneChunk, false>;
+  return Second::kFusedOneChunk && Second::kFits &&
+         scan_ctas_per_sm90(Second::kSharedBytes) > scan_ctas_per_sm90(First::kSharedBytes);
+}
+
+template <class Config, bool OneChunk = false>
+struct ScanLayout : ScanRegions<Config, OneChunk, scan_gates_in_weights<Config, OneChunk>()> {
+  static_assert(ScanLayout::kSharedBytes <= 227u * 1024u,
                 "BackwardConfig: the backward scan needs more than 227 KB of shared memory per CTA; use a smaller "
                 "TimeChunk or WidthTile");
 };
@@ -519,15 +555,21 @@ __global__ void __launch_bounds__(Config::kThreads)
   if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(1, ticket);  // the inputs have landed
 
   // ---- (P) fused: the forward's own projection ----------------------------------------------------------------
-  if constexpr (Config::kFused) {
-    project_chunk<PairedForward>(tiles.inputs, tiles.weights, tiles.bias, tiles.gates, thread);
-    __syncthreads();
-  }
   const backward_detail::StagedChunk<Config> staged{tiles.inputs, tiles.gates, tiles.reset_flags, chunk_start,
                                                     columns.col_in_block, me.q};
+  if constexpr (Config::kFused) {
+    // kGatesInWeights: the gates overwrite the weight tile, after the barrier inside project_chunk; x leaves the
+    // staged rows for the fp32 x tile before the barrier below, after which (B) writes u over those rows.
+    project_chunk<PairedForward, Layout::kGatesInWeights>(tiles.inputs, tiles.weights, tiles.bias, tiles.gates,
+                                                          thread);
+    if constexpr (Layout::kGatesInWeights)
+      backward_detail::stage_x_tile<Config, Thread::kRowsPerThread, Thread::kRowStep>(staged, me.row0, valid,
+                                                                                      tiles.x);
+    __syncthreads();
+  }
 
   // ---- (B) a_bar, u of every token and channel of the tile ----------------------------------------------------
-  backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+  backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep, Layout::kGatesInWeights>(
       staged, me.log_a_coeff, me.row0, valid, tiles.a_bar, tiles.u, tiles.x);
   __syncthreads();
   if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(2, ticket);  // the projection and the gates are done
