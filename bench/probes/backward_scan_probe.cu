@@ -11,7 +11,8 @@
 //   replay done (3), the carry in hand (4), the carry published (5), row gradients written (6), the d a_param row
 //   written (7). Printed: medians and 90th percentiles of each interval, the chain's hop (publish to publish of
 //   successive chunks of one (sequence, tile)) and the share of the CTA slots the tickets kept busy.
-// Not a test of hawk's kernels.
+// The hook's null check stays in the timed calls (a load and a branch at each of the eight points), so the chunked
+// rows time a hair more than the library's kernel. Not a test of hawk's kernels.
 //
 //   [HAWK_PROBE_FILTER=TEXT] build-gpu/bench/probes/backward_scan_probe [OUT.json]
 #include <cuda_runtime.h>
@@ -294,6 +295,14 @@ int main(int argc, char** argv) {
   {
     Problem p(Shape{16, 1024, 1024, 16, 0});
     both_scans<64, 64, 16>(p);  // shipped
+    collect(p);
+  }
+  {
+    // Four long sequences: kAuto runs the sequential scan here (320 CTAs of 32 channels, one per SM; 640 of 16, two
+    // per SM), the case the one-sequence shapes do not measure.
+    Problem p(Shape{4, 4096, 2560, 10, 0});
+    both_scans<256, 32, 64>(p);  // shipped since 2026-12-03
+    both_scans<256, 16, 64>(p);
     collect(p);
   }
   for (std::int64_t L : {8192, 65536}) {

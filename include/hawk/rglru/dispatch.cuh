@@ -177,12 +177,14 @@ struct DefaultWgmmaPersistentConfig {
 //! The shipped backward configuration for the shipped forward configuration `Config` (whose checkpoints it reads):
 //! BackwardConfig<Config>, except for 16-bit fused w = 256, whose backward scan runs 32-channel width tiles where
 //! the forward runs 16: each chunk's CTA then stages the block's x rows for twice the channels (x read 8 times a
-//! block, not 16) and half as many CTAs take their turn on the chain. The chunked scan alone 1.41x at
+//! block, not 16) and half as many CTAs take their turn on the chain. The chunked scan alone 1.41x and 1.42x at
 //! (1, 8192, 2560, 10) and (1, 65536, 2560, 10), the backward 1.18-1.19x (H200, bf16, 2026-12-03,
 //! bench/results/2026-12-03-h200-bfd73cf-probes/scan_probe.txt; 64-channel tiles, one CTA per SM, gained less). Its
 //! d a_param keeps the 16-channel tiles' token grouping (BackwardConfig's DaParamRowStep), so every gradient keeps
 //! BackwardConfig<Config>'s bits (tests/gpu/rglru/backward_scan_width_test.cu). fp32 keeps 16 (32 would leave one
 //! CTA per SM); w = 128 keeps 32 (64 was slower in training at the seed shape, whose sequential scan kAuto runs).
+//! Not measured yet: the sequential scan with 32-channel tiles holds one CTA per SM (138.8 KB; two with 16), which
+//! kAuto runs for three or more long sequences at W = 2560 (at N = 1 it was 1.07x faster than with 16 channels).
 template <class Config>
 struct DefaultBackwardConfig {
   using Base = BackwardConfig<Config>;

@@ -219,8 +219,10 @@ class Backward {
   //!   2.25x at (4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16), (1, 65536, 2560, 10) at c0c5bd2),
   //!   and forward+backward at the seed shape (225.0 us at de72394 under this rule, 249.5 through the sequential
   //!   scan at c0c5bd2) and at (16, 1024, 1024, 16) (241.2 against 259.4);
-  //! - fused mode: on one long sequence (160 sequential CTAs on 132 SMs) 1.16x alone at de72394 (three chunked CTAs
-  //!   per SM; 1.07x with two at c0c5bd2); on full grids (256 or 512 sequential CTAs) 0.96x and 0.88x alone (each
+  //! - fused mode: on one long sequence 1.16x alone at de72394 (160 sequential CTAs on 132 SMs, three chunked CTAs
+  //!   per SM; 1.07x with two at c0c5bd2), 1.42x and 1.46x at (1, 8192, 2560, 10) and (1, 65536, 2560, 10) at
+  //!   9400c26 (bench/results/2026-12-03-h200-9400c26/: 32-channel tiles, 80 sequential CTAs with one per SM, three
+  //!   chunked CTAs per SM); on full grids (256 or 512 sequential CTAs) 0.96x and 0.88x alone (each
   //!   chunk recomputes its projection from a reloaded weight tile, and nothing overlaps its loads but the other
   //!   CTAs of its SM, where the sequential kernel prefetches the next chunk).
   //! Any query failure chooses the sequential kernel. The choice never changes a bit (the two kernels agree bitwise
