@@ -5,7 +5,7 @@
 //   256, ...>, 1, DaParamRowStep>> with the chunked and with the sequential scan, compares every output byte (dx,
 //   dWx, dWa, dbx, dba, d a_param, dh0) with the reference (with the shipped d a_param grouping, neither the width
 //   tile nor the scan kernel may change a bit; the names of differing outputs are printed), and times the whole
-//   backward (CUDA events, 3 warm-up calls, the median of 15; only the scan differs between the rows);
+//   backward (CUDA events, 3 warm-up calls, the median of 20; only the scan differs between the rows);
 // - traces one call of each chunked scan: the kernel's timeline hook (HAWK_BACKWARD_SCAN_TRACE) stores
 //   %globaltimer at eight points of every ticket: taken (0), inputs landed (1), projection and gates done (2), the
 //   replay done (3), the carry in hand (4), the carry published (5), row gradients written (6), the d a_param row
@@ -39,8 +39,6 @@ __device__ __forceinline__ unsigned long long probe_now() {
     if (g_backward_scan_trace != nullptr) g_backward_scan_trace[(ticket)*kTraceSlots + (event)] = probe_now(); \
   } while (0)
 
-#include <thrust/equal.h>
-
 #include "../rglru/bench_rglru_support.cuh"
 #include "hawk/rglru/rglru.cuh"
 #include "probe_support.cuh"
@@ -59,12 +57,6 @@ using Config = hawk::rglru::BackwardConfig<
                                hawk::rglru::ResetAtSequenceStart, GateMode::kFused, 2>,
     1, DaParamRowStep>;
 
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
 //! The outputs of one backward call.
 struct Gradients {
   thrust::device_vector<Element> dx;
@@ -81,11 +73,8 @@ struct Gradients {
 
 template <class T>
 bool same_bytes(const thrust::device_vector<T>& a, const thrust::device_vector<T>& b) {
-  using Word = std::conditional_t<sizeof(T) == 2, std::uint16_t, std::uint32_t>;
-  const auto* pa = reinterpret_cast<const Word*>(thrust::raw_pointer_cast(a.data()));
-  const auto* pb = reinterpret_cast<const Word*>(thrust::raw_pointer_cast(b.data()));
-  return thrust::equal(thrust::device_pointer_cast(pa), thrust::device_pointer_cast(pa + a.size()),
-                       thrust::device_pointer_cast(pb));
+  return differing_bytes(thrust::raw_pointer_cast(a.data()), thrust::raw_pointer_cast(b.data()),
+                         a.size() * sizeof(T)) == 0;
 }
 
 //! The names of the outputs whose bytes differ ("" when none).
@@ -174,31 +163,18 @@ struct Problem {
     const hawk::rglru::BackwardArguments a = backward_args(g);
     thrust::device_vector<unsigned char> workspace(Op::workspace_size(a));
     auto call = [&] { check(Op::run(a, raw(workspace), workspace.size(), nullptr), label); };
-    for (int i = 0; i < 3; ++i) call();
-    cudaEvent_t start, stop;
-    PROBE_CUDA(cudaEventCreate(&start));
-    PROBE_CUDA(cudaEventCreate(&stop));
-    std::vector<double> times;
-    for (int i = 0; i < 15; ++i) {
-      PROBE_CUDA(cudaEventRecord(start));
-      call();
-      PROBE_CUDA(cudaEventRecord(stop));
-      PROBE_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      PROBE_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      times.push_back(ms * 1e3);
-    }
+    const double backward_us = median_us(call);
     const std::string differ = differing(g, reference);
     const bool same = differ.empty();
     failed = failed || !same;
     std::string trace_text, trace_json;
     if (Scan == BackwardScan::kChunked) trace<Cfg>(call, trace_text, trace_json);
-    std::fprintf(stderr, "%-62s backward %9.1f us  bytes %s%s%s\n", label, quantile(times, 0.5),
+    std::fprintf(stderr, "%-62s backward %9.1f us  bytes %s%s%s\n", label, backward_us,
                  same ? "equal" : "DIFFER in ", differ.c_str(), trace_text.c_str());
     char json[1536];
     std::snprintf(json, sizeof(json),
                   "{\"row\": \"%s\", \"backward_us\": %.2f, \"same_bytes\": %s, \"differing\": \"%s\"%s}", label,
-                  quantile(times, 0.5), same ? "true" : "false", differ.c_str(), trace_json.c_str());
+                  backward_us, same ? "true" : "false", differ.c_str(), trace_json.c_str());
     rows.push_back(json);
   }
 
@@ -240,9 +216,9 @@ struct Problem {
       }
     }
     int per_sm = 0, sms = 0;
+    constexpr std::size_t kShared = hawk::rglru::backward_detail::ScanLayout<Cfg, true>::kSharedBytes;
     PROBE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, hawk::rglru::chunked_backward_scan_kernel<Cfg>,
-                                                             Cfg::kThreads,
-                                                             hawk::rglru::backward_detail::ScanLayout<Cfg, true>::kSharedBytes));
+                                                             Cfg::kThreads, kShared));
     PROBE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const double span = (end - origin) * 1e-3;
     const double slots_busy = busy / (span * per_sm * sms);

@@ -54,12 +54,6 @@ template <int BlockWidth, ScanPriority Priority = ScanPriority::kShare, ChainSca
 using Op = hawk::rglru::WgmmaPersistentForward<hawk::rglru::WgmmaPersistentForwardConfig<
     Element, BlockWidth, hawk::rglru::ResetAtSequenceStart, 144, Priority, Scan, ScanBuffers>>;
 
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
 //! Gate-logits mode (PersistentGateLogitsForwardConfig): "products" is the producers' read of their logits.
 template <int ProducerRegisters = 144, int ScanBuffers = 2>
 using GateLogitsOp = hawk::rglru::WgmmaPersistentForward<hawk::rglru::PersistentGateLogitsForwardConfig<

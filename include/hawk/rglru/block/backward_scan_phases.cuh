@@ -313,17 +313,15 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
 }
 
 //! The d a_param of the tile's channels from every thread's shares, in the order Config::kDaParamRowStep fixes:
-//! group g = row0 + j · RowStep (share j of the threads with first row row0) of channel c lives at
-//! partials[g][c], and out[c] sums the groups g = 0, 1, ... in order. `partials` is [kDaParamRowStep][WidthTile]
-//! floats of shared memory; the caller's barrier before this makes the tiles free, this one's makes every
-//! thread's shares visible. With one group per thread this is the order the kernels always used: the threads of
-//! channel c (c / 4, c / 4 + ThreadsPerRow, ...) in thread order.
+//! group g = row0 + j · RowStep (share j of the threads with first row row0, channels q .. q + 3: ScanThread's)
+//! of channel c lives at partials[g][c], and out[c] sums the groups g = 0, 1, ... in order. `partials` is
+//! [kDaParamRowStep][WidthTile] floats of shared memory; the caller's barrier before this makes the tiles free,
+//! this one's makes every thread's shares visible. With one group per thread this is the order the kernels always
+//! used: the threads of channel c (c / 4, c / 4 + ThreadsPerRow, ...) in thread order.
 template <class Config>
-__device__ __forceinline__ void tile_da_param(const DaParamShares<Config>& da, float* partials, float* out, int thread) {
-  constexpr int kV = Config::kChannelVector;
+__device__ __forceinline__ void tile_da_param(const DaParamShares<Config>& da, int row0, int q, float* partials,
+                                              float* out, int thread) {
   constexpr int kWT = Config::kWidthTile;
-  const int row0 = thread / Config::kThreadsPerRow;
-  const int q = (thread % Config::kThreadsPerRow) * kV;
 #pragma unroll
   for (int j = 0; j < Config::kDaParamGroups; ++j) {
     const int group = row0 + j * Config::kScanRowStep;

@@ -193,7 +193,8 @@ struct ScanRegions {
   static constexpr std::size_t kAfterDh = kDhInInputs ? kAfterU : kDhOffset + kTileBytes;
   static constexpr std::size_t kResetOffset = kAfterDh;  // [stages][C]
   static constexpr std::size_t kAfterReset = kResetOffset + kResetBytes * kChunkStages;
-  static constexpr std::size_t kPartialOffset = kPartialsInWeights ? kWeightOffset : kAfterReset;  // [DaParamRowStep][WT]
+  static constexpr std::size_t kPartialOffset =  // [DaParamRowStep][WT]
+      kPartialsInWeights ? kWeightOffset : kAfterReset;
   static constexpr std::size_t kTicketOffset =  // one unsigned long long
       kPartialsInWeights ? kAfterReset : kPartialOffset + kPartialBytes;
   static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
@@ -423,7 +424,7 @@ __global__ void __launch_bounds__(Config::kThreads)
         staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W,
         da_shares);
     __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
-    backward_detail::tile_da_param<Config>(da_shares, partials,
+    backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, partials,
                                            p.da_param_partial + checkpoint_row(begin, n, chunk, kC) * W + col0,
                                            thread);
   }
@@ -608,7 +609,8 @@ __global__ void __launch_bounds__(Config::kThreads)
       da_shares);
   __syncthreads();
   if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
-  backward_detail::tile_da_param<Config>(da_shares, tiles.partials, p.da_param_partial + work.slot * W + col0, thread);
+  backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials,
+                                         p.da_param_partial + work.slot * W + col0, thread);
   if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // the d a_param partial row is written
 }
 
