@@ -46,24 +46,19 @@ struct Tf32Operand {
   float lo[Passes == 3 ? N : 1];
 };
 
-//! An fp32 value rounded to tf32 to nearest, ties away from zero (cvt.rna, the intrinsic the wmma path used; the
-//! tensor core itself would truncate). Idempotent: a value that is already tf32 comes back unchanged, so rounding a
-//! staged operand once and feeding it as exact gives the bits of rounding it at every read.
-__device__ __forceinline__ float round_to_tf32(float value) { return nvcuda::wmma::__float_to_tf32(value); }
-
 //! Prepare fp32 values for `Passes` tf32 products. Rounding is to nearest (cvt.rna, the same intrinsic the
-//! wmma path used); the tensor core would truncate. `Exact`: the values are already tf32 (widened bf16 or fp16,
-//! or staged values rounded once by round_to_tf32), so rounding would return them unchanged and is skipped; their remainder is v - v, which is what tf32(v - v) gives
+//! wmma path used); the tensor core would truncate. `Exact`: the values are already tf32 (widened bf16 or fp16),
+//! so rounding returns them unchanged and is skipped; their remainder is v - v, which is what tf32(v - v) gives
 //! (+0 for a finite v, NaN for an infinite one) without the conversion.
 template <int Passes, bool Exact, int N>
 __device__ __forceinline__ Tf32Operand<Passes, N> to_tf32_operand(const float (&values)[N]) {
   Tf32Operand<Passes, N> operand;
 #pragma unroll
   for (int e = 0; e < N; ++e) {
-    const float high = Exact ? values[e] : round_to_tf32(values[e]);
+    const float high = Exact ? values[e] : nvcuda::wmma::__float_to_tf32(values[e]);
     operand.hi[e] = high;
     if constexpr (Passes == 3) {
-      operand.lo[e] = Exact ? values[e] - high : round_to_tf32(values[e] - high);
+      operand.lo[e] = Exact ? values[e] - high : nvcuda::wmma::__float_to_tf32(values[e] - high);
     }
   }
   return operand;

@@ -367,11 +367,6 @@ struct BackwardConfig {
   static constexpr int kWeightGradStages = 2;
   static constexpr int kWeightGradMinBlocks = 2;
   static constexpr int kWeightGradSegment = ::hawk::rglru::kWeightGradSegment;
-  //! With one tf32 pass the fp32 gradients are rounded once where they are staged (by the thread that copied each
-  //! piece, block/product_tiles.cuh's round_staged_piece) instead of by every warp that reads them: the same bits,
-  //! a third of the product loops' instructions fewer. dW rounds so only in its CTAs without bias threads (the
-  //! bias sums add the unrounded values). Three passes need the unrounded values for their remainders.
-  static constexpr bool kRoundStagedGradients = kTf32Passes == 1;
 
   static_assert(Tf32Passes_ == 1 || Tf32Passes_ == 3, "BackwardConfig: Tf32Passes must be 1 or 3");
   static_assert(kWidthTile % kChannelVector == 0, "BackwardConfig: WidthTile must be a multiple of 4");

@@ -42,19 +42,6 @@ __device__ __forceinline__ void stage_piece(Element* destination, const Element*
   cp_async_16(destination, base + (valid ? offset : 0), valid);
 }
 
-//! Round one staged 16-byte piece of fp32 values (four consecutive elements of a row) to tf32 in place. A thread
-//! calls it on the pieces it staged itself, after its cp.async wait and before the barrier that publishes the
-//! stage: then every warp reads the piece as exact tf32 (to_tf32_operand<1, true>), and each element is rounded
-//! once per CTA instead of once per warp that reads it, with the same bits (round_to_tf32 is idempotent).
-__device__ __forceinline__ void round_staged_piece(float* piece) {
-  float4 v = *reinterpret_cast<const float4*>(piece);
-  v.x = round_to_tf32(v.x);
-  v.y = round_to_tf32(v.y);
-  v.z = round_to_tf32(v.z);
-  v.w = round_to_tf32(v.w);
-  *reinterpret_cast<float4*>(piece) = v;
-}
-
 //! One warp's A fragment (16 x 8, see core/tf32_mma.cuh) from a tile that stores A row-major: A[m][k] at
 //! tile[m * stride + k]. With stride = 4 (mod 32) words: bank 4g + t, conflict-free.
 template <class Element>

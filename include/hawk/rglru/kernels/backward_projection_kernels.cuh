@@ -8,8 +8,7 @@
 //!
 //! Both run on tf32 tensor cores through mma.sync (core/tf32_mma.cuh), with `Config::kTf32Passes` products per
 //! fp32 product (config.cuh), fed from cp.async rings of row-major tiles (block/product_tiles.cuh). The inputs
-//! dgx, dga, dx_direct are the fp32 workspace written by the backward scan. With one pass the staged gradients
-//! are rounded to tf32 once, by the thread that staged them (`Config::kRoundStagedGradients`), not at every read.
+//! dgx, dga, dx_direct are the fp32 workspace written by the backward scan.
 //!
 //! - `backward_dx_kernel`: one CTA per kDxRows tokens x kDxCols channels of one block. A token's dx depends on its
 //!   own row only, through a fixed sequence of products: row gradients are bitwise batch-invariant.
@@ -32,7 +31,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
@@ -159,11 +157,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   constexpr int kWeightPieces = Layout::kCols * kWeightPiecesPerRow;
   constexpr int kThreads = Config::kProductThreads;
   static_assert(kGradPieces % kThreads == 0 && kWeightPieces % kThreads == 0, "dx: whole pieces per thread");
-  static_assert(kThreads % kGradPiecesPerRow == 0, "dx: a thread's gradient pieces share their column");
   constexpr int kGradPiecesPerThread = kGradPieces / kThreads;
   constexpr int kWeightPiecesPerThread = kWeightPieces / kThreads;
-  constexpr bool kRoundOnce = Config::kRoundStagedGradients;
-  static_assert(!kRoundOnce || kPasses == 1, "dx: gradients rounded once where staged need one tf32 pass");
   extern __shared__ __align__(128) unsigned char dx_shared[];
 
   if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
@@ -232,15 +227,6 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
 
   for (int step = 0; step < kSteps; ++step) {
     cp_async_wait<Layout::kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
-    if constexpr (kRoundOnce) {
-      // ... this thread rounds the gradient pieces it staged (request_step's pieces) ...
-      // (piece tid + j · kThreads: row tid / kGradPiecesPerRow + j · kThreads / kGradPiecesPerRow, same column)
-      float* const own = grad_tile(step % Layout::kStages) + (tid / kGradPiecesPerRow) * Layout::kGradStride +
-                         (tid % kGradPiecesPerRow) * 4;
-#pragma unroll 1
-      for (int j = 0; j < kGradPiecesPerThread; ++j)
-        round_staged_piece(own + j * (kThreads / kGradPiecesPerRow) * Layout::kGradStride);
-    }
     __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
     request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
     const float* const grads = grad_tile(step % Layout::kStages);
@@ -252,7 +238,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       for (int m = 0; m < Layout::kMBlocks; ++m) {
         float values[4];
         read_a_rows(grads, Layout::kGradStride, warp_row0 + 16 * m, k, lane, values);
-        a[m] = to_tf32_operand<kPasses, kRoundOnce>(values);
+        a[m] = to_tf32_operand<kPasses, false>(values);
       }
 #pragma unroll
       for (int n = 0; n < Layout::kNBlocks; ++n) {
@@ -310,7 +296,6 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   constexpr int kInputPieces = kStep * kInputPiecesPerRow;
   constexpr int kGradPieces = kStep * kGradPiecesPerRow;
   static_assert(kInputPieces % kThreads == 0 && kGradPieces % kThreads == 0, "dW: whole pieces per thread");
-  static_assert(kThreads % kGradPiecesPerRow == 0, "dW: a thread's gradient pieces share their column");
   extern __shared__ __align__(128) unsigned char weight_grad_shared[];
 
   if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
@@ -378,66 +363,39 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
 #pragma unroll
   for (int s = 0; s < Layout::kStages - 1; ++s) request_step(s, s);
 
-  // The reduction steps. RoundOnce: each thread rounds the gradient pieces it staged before the barrier, and every
-  // warp reads them as exact tf32 (Config::kRoundStagedGradients).
-  auto run_steps = [&](auto round_once) {
-    constexpr bool kRoundOnce = decltype(round_once)::value;
-    for (int step = 0; step < steps; ++step) {
-      cp_async_wait<Layout::kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
-      const int stage = step % Layout::kStages;
-      if constexpr (kRoundOnce) {
-        // ... this thread rounds the gradient pieces it staged (request_step's) ...
-        // (piece tid + j · kThreads: row tid / kGradPiecesPerRow + j · kThreads / kGradPiecesPerRow, same column)
-        const int own = (tid / kGradPiecesPerRow) * Layout::kGradStride + (tid % kGradPiecesPerRow) * 4;
-#pragma unroll 1
-        for (int j = 0; j < kGradPieces / kThreads; ++j) {
-          const int offset = own + j * (kThreads / kGradPiecesPerRow) * Layout::kGradStride;
-          round_staged_piece(grad_tile(stage, 0) + offset);
-          round_staged_piece(grad_tile(stage, 1) + offset);
-        }
-      }
-      __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
-      request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
-      const Element* const inputs = input_tile(stage);
-      if (bias_thread) {
-        const float* column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait<Layout::kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
+    __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
+    request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
+    const int stage = step % Layout::kStages;
+    const Element* const inputs = input_tile(stage);
+    if (bias_thread) {
+      const float* column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
 #pragma unroll 8
-        for (int r = 0; r < kStep; ++r) bias_sum += column[r * Layout::kGradStride];
+      for (int r = 0; r < kStep; ++r) bias_sum += column[r * Layout::kGradStride];
+    }
+#pragma unroll
+    for (int k = 0; k < kStep; k += 8) {
+      // A(i, t) = x[t][i]: the staged x rows are A's columns.
+      Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
+#pragma unroll
+      for (int m = 0; m < Layout::kMBlocks; ++m) {
+        float values[4];
+        read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
+        a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
       }
 #pragma unroll
-      for (int k = 0; k < kStep; k += 8) {
-        // A(i, t) = x[t][i]: the staged x rows are A's columns.
-        Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
+      for (int n = 0; n < Layout::kNBlocks; ++n) {
 #pragma unroll
-        for (int m = 0; m < Layout::kMBlocks; ++m) {
-          float values[4];
-          read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
-          a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
-        }
+        for (int matrix = 0; matrix < 2; ++matrix) {
+          float values[2];
+          read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+          const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
 #pragma unroll
-        for (int n = 0; n < Layout::kNBlocks; ++n) {
-#pragma unroll
-          for (int matrix = 0; matrix < 2; ++matrix) {
-            float values[2];
-            read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
-            const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, kRoundOnce>(values);
-#pragma unroll
-            for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
-          }
+          for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
         }
       }
     }
-  };
-  if constexpr (Config::kRoundStagedGradients) {
-    // The bias threads of i tile 0 sum the staged gradients as they landed, unrounded: that tile rounds at every
-    // read.
-    if (i_tile != 0) {
-      run_steps(std::true_type{});
-    } else {
-      run_steps(std::false_type{});
-    }
-  } else {
-    run_steps(std::false_type{});
   }
   cp_async_wait<0>();  // no copy outlives the CTA (the last groups are empty)
 
