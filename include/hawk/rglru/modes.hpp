@@ -52,8 +52,9 @@ inline const char* to_string(ResetMode mode) {
 //! (the same steps in the same order; d a_param summed per chunk, then over the chunks in order), so the choice
 //! is a matter of speed only.
 enum class BackwardScan {
-  //! the chunked kernel where sequences span chunks (gate-logits mode) and, in fused mode, the sequential grid has
-  //! at most 1.5 CTAs per SM; else the sequential one (Backward's runs_chunked_scan gives the measurements)
+  //! the chunked kernel where sequences span chunks (gate-logits mode) and, in fused mode, the chunked grid is
+  //! predicted faster (the sequential grid's waves against the chunked one's CTAs per SM); else the sequential
+  //! one (Backward's runs_chunked_scan gives the rule and the measurements)
   kAuto,
   //! one CTA per (sequence, width tile) walks the sequence's chunks in reverse
   kSequential,

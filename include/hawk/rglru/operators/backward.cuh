@@ -53,6 +53,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -210,23 +212,29 @@ class Backward {
     }
   }
 
+  //! What one chunk costs the chunked scan, in units of what it costs the sequential scan, when each kernel's SMs
+  //! are full (a chunked CTA reloads its weight tile and recomputes from its checkpoint, and nothing but the other
+  //! CTAs of its SM overlaps its loads; the sequential kernel prefetches its next chunk). Fitted to the scan probe
+  //! (H200, bf16, 2026-12-03, bench/results/2026-12-03-h200-1ccba9f-probes/scan_probe.json): 1.9 at (4, 2048, 2048,
+  //! 16), 2.0-2.5 at (4, 4096, 2560, 10) and (1, 8192, 2560, 10), 1.4 at (16, 1024, 1024, 16).
+  static constexpr double kChunkedChunkCost = 2.0;
+
   //! Whether `run` takes the chunked scan for `args` (after can_implement succeeded). kAuto: where the sequences
-  //! are longer than one chunk on average, and, in fused mode, the sequential grid (N · W / WidthTile CTAs) has at
-  //! most 1.5 CTAs per SM, so that it leaves most of the GPU idle while the chunked one spreads the chunks over all
-  //! of it. The measurements (H200, bf16, canonical, 2026-12-02,
-  //! bench/results/2026-12-02-h200-{1d7c587,c0c5bd2,de72394}/):
-  //! - gate-logits mode: the chunked scan wins the backward alone at every shape measured (1.14x, 2.20x, 1.09x,
-  //!   2.25x at (4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16), (1, 65536, 2560, 10) at c0c5bd2),
-  //!   and forward+backward at the seed shape (225.0 us at de72394 under this rule, 249.5 through the sequential
-  //!   scan at c0c5bd2) and at (16, 1024, 1024, 16) (241.2 against 259.4);
-  //! - fused mode: on one long sequence 1.16x alone at de72394 (160 sequential CTAs on 132 SMs, three chunked CTAs
-  //!   per SM; 1.07x with two at c0c5bd2), 1.42x and 1.46x at (1, 8192, 2560, 10) and (1, 65536, 2560, 10) at
-  //!   9400c26 (bench/results/2026-12-03-h200-9400c26/: 32-channel tiles, 80 sequential CTAs with one per SM, three
-  //!   chunked CTAs per SM); on full grids (256 or 512 sequential CTAs) 0.96x and 0.88x alone (each
-  //!   chunk recomputes its projection from a reloaded weight tile, and nothing overlaps its loads but the other
-  //!   CTAs of its SM, where the sequential kernel prefetches the next chunk).
-  //! Any query failure chooses the sequential kernel. The choice never changes a bit (the two kernels agree bitwise
-  //! on every gradient: tests/gpu/rglru/backward_support.cuh, check_one).
+  //! are longer than one chunk on average, and, in fused mode, where the chunked grid is predicted faster: the
+  //! sequential grid (N · W / WidthTile CTAs, each walking its whole sequence) takes ceil(CTAs / its resident
+  //! CTAs) waves, the chunked one CTAs / (its resident CTAs) times kChunkedChunkCost, resident CTAs counted from
+  //! each kernel's shared memory (1 KB of it reserved per CTA) and the device's multiprocessors. Gate-logits mode
+  //! always takes the chunked scan: it won the backward alone at every shape measured (1.14x, 2.20x, 1.09x, 2.25x
+  //! at (4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16), (1, 65536, 2560, 10) at c0c5bd2, and
+  //! forward+backward at the seed shape, bench/results/2026-12-02-h200-{1d7c587,c0c5bd2,de72394}/). Fused mode, the
+  //! backward alone through each scan (scan probe, 2026-12-03): the sequential scan wins the full grids of (4, 2048,
+  //! 2048, 16) (470.3 against 512.1 us; one wave of two CTAs per SM) and (16, 1024, 1024, 16) (439.0 against 523.9;
+  //! two waves of one, the chunked kernel one CTA per SM too), the chunked one the long sequences of (1, 8192, 2560,
+  //! 10) (919.6 against 1288.4), (1, 65536, 2560, 10) (6965.5 against 10003.1) and (4, 4096, 2560, 10) (1782.9
+  //! against 2139.1: 320 sequential CTAs of one per SM take three waves, where the previous rule, at most 1.5
+  //! sequential CTAs per SM, ran the sequential scan). Any query failure chooses the sequential kernel. The choice
+  //! never changes a bit (the two kernels agree bitwise on every gradient: tests/gpu/rglru/backward_support.cuh,
+  //! check_one).
   static bool runs_chunked_scan(const BackwardArguments& args) {
     if constexpr (kScan != BackwardScan::kAuto) {
       (void)args;
@@ -236,10 +244,19 @@ class Backward {
       if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
       if (!Config::kFused) return true;
-      int multiprocessors = 0;
-      if (!device_multiprocessor_count(multiprocessors).ok()) return false;
+      int multiprocessors = 0, shared_per_multiprocessor = 0;
+      if (!device_multiprocessor_count(multiprocessors).ok() ||
+          !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
+        return false;
+      auto resident = [&](std::size_t bytes) {
+        const std::size_t by_shared = static_cast<std::size_t>(shared_per_multiprocessor) / (bytes + 1024);
+        const std::size_t by_threads = 2048 / Config::kThreads;
+        const std::size_t per_multiprocessor = std::max<std::size_t>(1, std::min(by_shared, by_threads));
+        return static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+      };
       const double ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-      return 2.0 * ctas <= 3.0 * static_cast<double>(multiprocessors);
+      const double sequential_waves = std::ceil(ctas / resident(Layout::kSharedBytes));
+      return kChunkedChunkCost * ctas / resident(ChunkLayout::kSharedBytes) < sequential_waves;
     }
   }
 
