@@ -1,9 +1,10 @@
-// Where does the fused backward's scan spend its time, and does a wider width tile pay (issue 17)? At the four
-// benchmark shapes (bf16, fused, canonical) this probe
+// Where does the backward's scan spend its time, and does a wider width tile pay (issue 17)? At the four
+// benchmark shapes (bf16, fused, canonical; gate-logits mode at the seed shape and one long sequence) this probe
 // - runs the default backward (hawk::rglru::backward) once as the reference;
 // - for the shipped width tile and others, runs Backward<BackwardConfig<ForwardConfig<bf16, w, WidthTile, 64,
-//   256, ...>, 1, DaParamRowStep>> with the chunked and with the sequential scan, compares every output byte (dx,
-//   dWx, dWa, dbx, dba, d a_param, dh0) with the reference (with the shipped d a_param grouping, neither the width
+//   256, ...>, 1, DaParamRowStep>> with the chunked and with the sequential scan (gate-logits mode: w = 0 and the
+//   chunked scan, which kAuto always runs there), compares every output byte (dx, dWx, dWa, dbx, dba or dgx, dga;
+//   d a_param, dh0) with the reference (with the shipped d a_param grouping, neither the width
 //   tile nor the scan kernel may change a bit; the names of differing outputs are printed), and times the whole
 //   backward (CUDA events, 3 warm-up calls, the median of 20; only the scan differs between the rows);
 // - traces one call of each chunked scan: the kernel's timeline hook (HAWK_BACKWARD_SCAN_TRACE) stores
@@ -57,16 +58,26 @@ using Config = hawk::rglru::BackwardConfig<
                                hawk::rglru::ResetAtSequenceStart, GateMode::kFused, 2>,
     1, DaParamRowStep>;
 
+//! The gate-logits backward with scan tiles of WidthTile channels, d a_param grouped as the shipped 32-channel
+//! tiles group it (every 32 tokens). The paired forward's stages do not enter the backward.
+template <int WidthTile>
+using LogitsConfig = hawk::rglru::BackwardConfig<
+    hawk::rglru::ForwardConfig<Element, 0, WidthTile, hawk::rglru::kDefaultTimeChunk, 256,
+                               hawk::rglru::ResetAtSequenceStart, GateMode::kGateLogits, 2>,
+    1, 32>;
+
 //! The outputs of one backward call.
 struct Gradients {
-  thrust::device_vector<Element> dx;
-  thrust::device_vector<float> dWx, dWa, dbx, dba, da_param, dh0;
-  Gradients(std::int64_t T, std::int64_t W, std::int64_t H, std::int64_t N)
+  thrust::device_vector<Element> dx, dgx, dga;  // dgx, dga: gate-logits mode
+  thrust::device_vector<float> dWx, dWa, dbx, dba, da_param, dh0;  // dWx .. dba: fused mode
+  Gradients(GateMode mode, std::int64_t T, std::int64_t W, std::int64_t H, std::int64_t N)
       : dx(static_cast<std::size_t>(T * W)),
-        dWx(static_cast<std::size_t>(W * (W / H))),
-        dWa(static_cast<std::size_t>(W * (W / H))),
-        dbx(static_cast<std::size_t>(W)),
-        dba(static_cast<std::size_t>(W)),
+        dgx(mode == GateMode::kGateLogits ? static_cast<std::size_t>(T * W) : 0),
+        dga(mode == GateMode::kGateLogits ? static_cast<std::size_t>(T * W) : 0),
+        dWx(mode == GateMode::kFused ? static_cast<std::size_t>(W * (W / H)) : 0),
+        dWa(mode == GateMode::kFused ? static_cast<std::size_t>(W * (W / H)) : 0),
+        dbx(mode == GateMode::kFused ? static_cast<std::size_t>(W) : 0),
+        dba(mode == GateMode::kFused ? static_cast<std::size_t>(W) : 0),
         da_param(static_cast<std::size_t>(W)),
         dh0(static_cast<std::size_t>(N * W)) {}
 };
@@ -84,6 +95,8 @@ std::string differing(const Gradients& a, const Gradients& b) {
     if (!same) names += names.empty() ? name : std::string(" ") + name;
   };
   note(same_bytes(a.dx, b.dx), "dx");
+  note(same_bytes(a.dgx, b.dgx), "dgx");
+  note(same_bytes(a.dga, b.dga), "dga");
   note(same_bytes(a.dWx, b.dWx), "dWx");
   note(same_bytes(a.dWa, b.dWa), "dWa");
   note(same_bytes(a.dbx, b.dbx), "dbx");
@@ -96,6 +109,7 @@ std::string differing(const Gradients& a, const Gradients& b) {
 //! One problem: inputs, the forward's checkpoints, dy, and the reference gradients of the default backward.
 struct Problem {
   Shape s;
+  GateMode mode;
   ForwardBuffers b;
   thrust::device_vector<float> checkpoints;
   thrust::device_vector<Element> dy;
@@ -104,14 +118,15 @@ struct Problem {
   std::vector<std::string> rows;
   bool failed = false;
 
-  explicit Problem(const Shape& shape)
+  explicit Problem(const Shape& shape, GateMode gate_mode = GateMode::kFused)
       : s(shape),
-        b(make_buffers(shape, GateMode::kFused, shape.B)),
+        mode(gate_mode),
+        b(make_buffers(shape, gate_mode, shape.B)),
         checkpoints(static_cast<std::size_t>(
             hawk::rglru::checkpoint_rows(shape.B * shape.L, shape.B, hawk::rglru::kDefaultTimeChunk) * shape.W)),
         dy(random_buffer<Element>(shape.B * shape.L * shape.W, -1.0f, 1.0f, 991)),
         dh_final(random_buffer<float>(shape.B * shape.W, -1.0f, 1.0f, 992)),
-        reference(shape.B * shape.L, shape.W, shape.H, shape.B) {
+        reference(gate_mode, shape.B * shape.L, shape.W, shape.H, shape.B) {
     ForwardArguments f = forward_args();
     thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(1, hawk::rglru::forward_workspace_size(f)));
     check(hawk::rglru::forward(f, raw(workspace), workspace.size(), nullptr), "forward");
@@ -129,7 +144,7 @@ struct Problem {
   }
 
   ForwardArguments forward_args() {
-    ForwardArguments a = arguments(s, GateMode::kFused, ResetMode::kSequenceStart, false, false, b, 0, s.B);
+    ForwardArguments a = arguments(s, mode, ResetMode::kSequenceStart, false, false, b, 0, s.B);
     a.checkpoints = raw(checkpoints);
     a.checkpoint_chunk = hawk::rglru::kDefaultTimeChunk;
     return a;
@@ -140,10 +155,15 @@ struct Problem {
     a.dy = raw(dy);
     a.dh_final = raw(dh_final);
     a.dx = raw(g.dx);
-    a.dWx = raw(g.dWx);
-    a.dWa = raw(g.dWa);
-    a.dbx = raw(g.dbx);
-    a.dba = raw(g.dba);
+    if (mode == GateMode::kGateLogits) {
+      a.dgx = raw(g.dgx);
+      a.dga = raw(g.dga);
+    } else {
+      a.dWx = raw(g.dWx);
+      a.dWa = raw(g.dWa);
+      a.dbx = raw(g.dbx);
+      a.dba = raw(g.dba);
+    }
     a.da_param = raw(g.da_param);
     a.dh0 = raw(g.dh0);
     return a;
@@ -159,7 +179,7 @@ struct Problem {
     const char* filter = std::getenv("HAWK_PROBE_FILTER");
     if (filter != nullptr && std::strstr(label, filter) == nullptr) return;
     using Op = hawk::rglru::Backward<Cfg, Scan>;
-    Gradients g(s.B * s.L, s.W, s.H, s.B);
+    Gradients g(mode, s.B * s.L, s.W, s.H, s.B);
     const hawk::rglru::BackwardArguments a = backward_args(g);
     thrust::device_vector<unsigned char> workspace(Op::workspace_size(a));
     auto call = [&] { check(Op::run(a, raw(workspace), workspace.size(), nullptr), label); };
@@ -279,6 +299,14 @@ int main(int argc, char** argv) {
     Problem p(Shape{4, 4096, 2560, 10, 0});
     both_scans<256, 32, 64>(p);  // shipped since 2026-12-03
     both_scans<256, 16, 64>(p);
+    collect(p);
+  }
+  // Gate-logits mode (kAuto: always the chunked scan): the seed shape, whose forward+backward target is 100 us,
+  // and one long sequence; 64-channel tiles with the shipped grouping (128 channels exceed 227 KB).
+  for (const Shape& shape : {Shape{4, 2048, 2048, 16, 0}, Shape{1, 8192, 2560, 10, 0}}) {
+    Problem p(shape, GateMode::kGateLogits);
+    p.variant<LogitsConfig<32>, BackwardScan::kChunked>("logits chunked");  // shipped
+    p.variant<LogitsConfig<64>, BackwardScan::kChunked>("logits chunked");
     collect(p);
   }
   for (std::int64_t L : {8192, 65536}) {

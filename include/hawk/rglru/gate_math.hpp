@@ -140,10 +140,23 @@ struct TokenGates {
   float u;      //!< x_t · i_t · m_t
 };
 
-//! Gates of one token and channel from its pre-activations gx, ga (already projected, bias included).
-HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a_coeff, bool reset) {
-  const float i = detail::gate_sigmoid(gx);
-  const float r = detail::gate_sigmoid(ga);
+//! The input and recurrence gates of one token and channel: i = sigmoid(gx), r = sigmoid(ga).
+struct GateActivations {
+  float i;
+  float r;
+};
+
+//! i and r from the pre-activations gx, ga (already projected, bias included). Every path evaluates them here, so
+//! a kernel that keeps them from its gate phase for its gradient phase (the fused backward scan) reads the bits it
+//! would recompute.
+HAWK_HOST_DEVICE GateActivations gate_activations(float gx, float ga) {
+  return {detail::gate_sigmoid(gx), detail::gate_sigmoid(ga)};
+}
+
+//! Gates of one token and channel from its activations i, r.
+HAWK_HOST_DEVICE TokenGates token_gates(float x, GateActivations activations, float log_a_coeff, bool reset) {
+  const float i = activations.i;
+  const float r = activations.r;
   const float log_a = log_a_coeff * r;
   const float a = detail::gate_exp(log_a);
   const float a2 = detail::mul_rn(a, a);  // = exp(2 · log_a), one transcendental fewer
@@ -152,6 +165,11 @@ HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a
   gates.u = (x * i) * m;
   gates.a_bar = reset ? kResetABar : a;
   return gates;
+}
+
+//! Gates of one token and channel from its pre-activations gx, ga (already projected, bias included).
+HAWK_HOST_DEVICE TokenGates token_gates(float x, float gx, float ga, float log_a_coeff, bool reset) {
+  return token_gates(x, gate_activations(gx, ga), log_a_coeff, reset);
 }
 
 //! One step of the fp32 carry: h_t = a_bar · h_{t-1} + u, one fused multiply-add (the same bits on every
@@ -212,10 +230,11 @@ struct TokenGateGrads {
   float da_param_sum;  //!< dlog_a · (-c · r); summed over tokens, then times sigmoid(a_param)
 };
 
-HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, float gx, float ga, float log_a_coeff, bool reset,
+//! Gradients of one token and channel from its activations i, r (gate_activations).
+HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, GateActivations activations, float log_a_coeff, bool reset,
                                                  float h_prev, float dh) {
-  const float i = detail::gate_sigmoid(gx);
-  const float r = detail::gate_sigmoid(ga);
+  const float i = activations.i;
+  const float r = activations.r;
   const float log_a = log_a_coeff * r;
   const float a = detail::gate_exp(log_a);
   const float a2 = detail::mul_rn(a, a);  // = exp(2 · log_a), one transcendental fewer
@@ -235,6 +254,12 @@ HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, float gx, float ga, fl
   grads.dga = dlog_a * log_a_coeff * r * detail::sub_rn(1.0f, r);
   grads.da_param_sum = dlog_a * (-kGateScale * r);
   return grads;
+}
+
+//! Gradients of one token and channel from its pre-activations gx, ga.
+HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, float gx, float ga, float log_a_coeff, bool reset,
+                                                 float h_prev, float dh) {
+  return token_gate_grads(x, gate_activations(gx, ga), log_a_coeff, reset, h_prev, dh);
 }
 
 }  // namespace rglru

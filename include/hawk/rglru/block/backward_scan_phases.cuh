@@ -2,7 +2,8 @@
 //! \file
 //! The phases of the backward scan's chunk (kernels/backward_scan_kernel.cuh), as named pieces:
 //! - `ScanThread`: a thread's roles and channels;
-//! - `StagedChunk`: what a thread reads of the staged chunk (x, gx, ga of a token and channel, its reset flag);
+//! - `StagedChunk`: what a thread reads of the staged chunk (x, gx, ga of a token and channel, its reset flag), and,
+//!   in fused mode, where (B) keeps the activations i, r for (D);
 //! - `stage_x_tile` (fused mode, where the layout asks): the tile's x in fp32 ahead of (B);
 //! - (B) `chunk_gates`: a_bar and u of every token and channel of the tile, into shared tiles;
 //! - (C) `replay_chunk` and `reverse_chunk`: the forward recurrence replayed from the checkpoint, and the reverse
@@ -40,7 +41,7 @@ struct StagedChunk {
   static constexpr int kGS = Config::PairedForward::kGateStride;
 
   const Element* inputs;
-  const float* gates;
+  float* gates;  //!< fused: gx | ga, then (B) overwrites each with its activation i | r
   const std::uint8_t* reset_flags;
   std::int64_t chunk_start;
   int col_in_block;
@@ -67,6 +68,20 @@ struct StagedChunk {
       gx = to_float(inputs[kPlane + r * kIS + q + v]);
       ga = to_float(inputs[2 * kPlane + r * kIS + q + v]);
     }
+  }
+
+  //! Fused mode: keep the activations of token r, channels q .. q + 3 in place of their gx, ga (the positions
+  //! gate_logits read), for (D) to read back with `kept_activations`. The thread that wrote them reads them: no
+  //! barrier between.
+  __device__ __forceinline__ void keep_activations(int r, const GateActivations (&a)[4]) const {
+    static_assert(Config::kFused && kGS % 4 == 0, "keep_activations: fused mode, 16-byte aligned gate rows");
+    *reinterpret_cast<float4*>(gates + r * kGS + q) = make_float4(a[0].i, a[1].i, a[2].i, a[3].i);
+    *reinterpret_cast<float4*>(gates + r * kGS + Config::kWidthTile + q) = make_float4(a[0].r, a[1].r, a[2].r, a[3].r);
+  }
+
+  //! Fused mode: the activations keep_activations kept for token r, channel q + v.
+  __device__ __forceinline__ GateActivations kept_activations(int r, int v) const {
+    return {gates[r * kGS + q + v], gates[r * kGS + Config::kWidthTile + q + v]};
   }
 
   //! x of token r, channel q + v.
@@ -124,7 +139,9 @@ __device__ __forceinline__ void stage_x_tile(const StagedChunk<Config>& staged, 
 
 //! (B) a_bar, u of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3, into
 //! a_bar_tile and u_tile ([TimeChunk][WidthTile] fp32); fused mode also keeps x of the tile in fp32 (x_tile), or,
-//! with XStaged, reads it from there (stage_x_tile wrote this thread's own rows and channels: the same values).
+//! with XStaged, reads it from there (stage_x_tile wrote this thread's own rows and channels: the same values), and
+//! keeps the activations i, r in place of the gate logits (StagedChunk::keep_activations) so that (D) does not
+//! evaluate the sigmoids again.
 template <class Config, int RowsPerThread, int RowStep, bool XStaged = false>
 __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                             int row0, int valid, float* a_bar_tile, float* u_tile, float* x_tile) {
@@ -146,15 +163,18 @@ __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, c
       x[2] = staged_x.z;
       x[3] = staged_x.w;
     }
+    GateActivations activations[kV];
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
       float gx, ga;
       staged.gate_logits(r, v, gx, ga);
       if constexpr (!XStaged) x[v] = staged.x(r, v);
-      const TokenGates g = token_gates(x[v], gx, ga, log_a_coeff[v], reset);
+      activations[v] = gate_activations(gx, ga);
+      const TokenGates g = token_gates(x[v], activations[v], log_a_coeff[v], reset);
       a_bar[v] = g.a_bar;
       u[v] = g.u;
     }
+    if constexpr (Config::kFused) staged.keep_activations(r, activations);
     *reinterpret_cast<float4*>(a_bar_tile + r * kWT + q) = make_float4(a_bar[0], a_bar[1], a_bar[2], a_bar[3]);
     *reinterpret_cast<float4*>(u_tile + r * kWT + q) = make_float4(u[0], u[1], u[2], u[3]);
     if constexpr (Config::kFused && !XStaged)
@@ -285,15 +305,18 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
     float dx[kV], dgx[kV], dga[kV];
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
-      float gx, ga;
-      staged.gate_logits(r, v, gx, ga);
       float x;
+      GateActivations activations;
       if constexpr (Config::kFused) {
         x = x_tile[r * kWT + q + v];
+        activations = staged.kept_activations(r, v);  // (B)'s, by this thread
       } else {
         x = staged.x(r, v);
+        float gx, ga;
+        staged.gate_logits(r, v, gx, ga);
+        activations = gate_activations(gx, ga);
       }
-      const TokenGateGrads g = token_gate_grads(x, gx, ga, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
+      const TokenGateGrads g = token_gate_grads(x, activations, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
       dx[v] = g.dx;
       dgx[v] = g.dgx;
       dga[v] = g.dga;
