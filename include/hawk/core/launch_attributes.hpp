@@ -6,7 +6,8 @@
 //! - `device_max_shared_memory_optin(bytes)`: cudaDevAttrMaxSharedMemoryPerBlockOptin of the current device.
 //!   The attribute never changes for a device, so it is queried once per device ordinal; so are
 //!   `device_multiprocessor_count` and `device_shared_memory_per_multiprocessor` (the RG-LRU forward's choice
-//!   between its sequential and chunked kernels asks both on every call).
+//!   between its sequential and chunked kernels asks both on every call); `device_resident_ctas` counts from them
+//!   the CTAs of a kernel the device runs at once (the forward's and the backward's kernel choices).
 //! - `KernelSharedMemory<Tag>::ensure(kernel, bytes)`: cudaFuncSetAttribute(kernel,
 //!   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) once per (kernel, device). `Tag` names the kernel
 //!   instantiation (the operator class that launches it, or the kernel's configuration): one cache per
@@ -28,6 +29,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 
@@ -99,6 +101,21 @@ inline Status device_multiprocessor_count(int& count) {
 inline Status device_shared_memory_per_multiprocessor(int& bytes) {
   static detail::PerDeviceInts cache;  // zero-initialised (static storage)
   return detail::cached_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, cache, bytes);
+}
+
+//! CTAs of `threads` threads with `shared_bytes` of dynamic shared memory each that the current device runs at once:
+//! its multiprocessors times what fits on one by shared memory (1 KB of it reserved per CTA) and by threads (2048),
+//! at least one; registers are not counted. From cached attributes and arithmetic only: the kernel choices of the
+//! RG-LRU forward and backward ask it on every call.
+inline Status device_resident_ctas(std::size_t shared_bytes, int threads, double& resident) {
+  int multiprocessors = 0, shared_per_multiprocessor = 0;
+  HAWK_RETURN_IF_ERROR(device_multiprocessor_count(multiprocessors));
+  HAWK_RETURN_IF_ERROR(device_shared_memory_per_multiprocessor(shared_per_multiprocessor));
+  const std::size_t by_shared = static_cast<std::size_t>(shared_per_multiprocessor) / (shared_bytes + 1024);
+  const std::size_t by_threads = threads > 0 ? static_cast<std::size_t>(2048 / threads) : 1;
+  const std::size_t per_multiprocessor = std::max<std::size_t>(1, std::min(by_shared, by_threads));
+  resident = static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
+  return Status::success();
 }
 
 //! The current device's compute capability major version (9 for sm_90), queried once per device.

@@ -313,16 +313,8 @@ namespace detail {
 template <class Config>
 bool sequential_grid(const ProblemShape& s, double& ctas, double& resident) {
   if (s.width <= 0) return false;
-  int multiprocessors = 0, shared_per_multiprocessor = 0;
-  if (!device_multiprocessor_count(multiprocessors).ok() ||
-      !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
-    return false;
-  const std::int64_t by_shared =
-      static_cast<std::int64_t>(shared_per_multiprocessor) / static_cast<std::int64_t>(Config::kSharedBytes + 1024);
-  const std::int64_t by_threads = 2048 / Config::kKernelThreads;
-  const std::int64_t per_multiprocessor = std::max<std::int64_t>(1, std::min(by_shared, by_threads));
+  if (!device_resident_ctas(Config::kSharedBytes, Config::kKernelThreads, resident).ok()) return false;
   ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-  resident = static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
   return true;
 }
 

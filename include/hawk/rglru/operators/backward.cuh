@@ -53,7 +53,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -244,19 +243,12 @@ class Backward {
       if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
       if (!Config::kFused) return true;
-      int multiprocessors = 0, shared_per_multiprocessor = 0;
-      if (!device_multiprocessor_count(multiprocessors).ok() ||
-          !device_shared_memory_per_multiprocessor(shared_per_multiprocessor).ok())
+      double sequential_resident = 0, chunked_resident = 0;
+      if (!device_resident_ctas(Layout::kSharedBytes, Config::kThreads, sequential_resident).ok() ||
+          !device_resident_ctas(ChunkLayout::kSharedBytes, Config::kThreads, chunked_resident).ok())
         return false;
-      auto resident = [&](std::size_t bytes) {
-        const std::size_t by_shared = static_cast<std::size_t>(shared_per_multiprocessor) / (bytes + 1024);
-        const std::size_t by_threads = 2048 / Config::kThreads;
-        const std::size_t per_multiprocessor = std::max<std::size_t>(1, std::min(by_shared, by_threads));
-        return static_cast<double>(multiprocessors) * static_cast<double>(per_multiprocessor);
-      };
       const double ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
-      const double sequential_waves = std::ceil(ctas / resident(Layout::kSharedBytes));
-      return kChunkedChunkCost * ctas / resident(ChunkLayout::kSharedBytes) < sequential_waves;
+      return kChunkedChunkCost * ctas / chunked_resident < std::ceil(ctas / sequential_resident);
     }
   }
 
