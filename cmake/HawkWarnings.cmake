@@ -13,4 +13,8 @@ function(hawk_target_defaults target)
   set(archs "$<TARGET_PROPERTY:${target},CUDA_ARCHITECTURES>")
   target_compile_definitions(${target} PRIVATE
     "$<$<AND:$<IN_LIST:90a,${archs}>,$<NOT:$<IN_LIST:90,${archs}>>>:HAWK_BUILD_SM90A>")
+  # HAWK_SHARED_MEMORY_LIMIT (CMakeLists.txt): the dispatch sized for a smaller GPU's shared memory.
+  if(NOT "${HAWK_SHARED_MEMORY_LIMIT}" STREQUAL "")
+    target_compile_definitions(${target} PRIVATE HAWK_SHARED_MEMORY_LIMIT=${HAWK_SHARED_MEMORY_LIMIT})
+  endif()
 endfunction()

@@ -8,7 +8,7 @@
 #
 # Layers, lowest first; a header may include its own layer or a lower one, never a higher one:
 #   0 core/                    (includes nothing outside core/)
-#   1 a family's foundation    <family>/{arguments, modes, config, chunked_config, wgmma_chunked_config,
+#   1 a family's foundation    <family>/{arguments, modes, config, chunked_config, compact_config, wgmma_chunked_config,
 #                              wgmma_persistent_config, persistent_gate_logits_config, gate_math,
 #                              checkpoint_layout, params},
 #                              reference/
@@ -26,7 +26,7 @@ cmake_minimum_required(VERSION 3.25)
 
 # Sets ${out_layer}, ${out_family} for the header `rel` (a path below hawk/).
 # The foundation's headers of a family (layer 1), by name.
-set(foundation_names "arguments|modes|config|chunked_config|wgmma_chunked_config|wgmma_persistent_config|persistent_gate_logits_config|gate_math|checkpoint_layout|params")
+set(foundation_names "arguments|modes|config|chunked_config|compact_config|wgmma_chunked_config|wgmma_persistent_config|persistent_gate_logits_config|gate_math|checkpoint_layout|params")
 
 function(hawk_layer_of rel out_layer out_family)
   if(rel STREQUAL "hawk.cuh")

@@ -303,8 +303,10 @@ constexpr int kWeightGradSegment = 1024;
 //! \tparam Tf32Passes_     1 or 3, see default_tf32_passes()
 //! \tparam DaParamRowStep_ the token grouping of each chunk's d a_param partial (kDaParamRowStep below); 0 takes the
 //!                         scan's own row step
+//! \tparam WeightGradStep_ tokens per pipeline step of the weight-gradient product (kWeightGradStep below): speed and
+//!                         shared memory only, never the bits
 template <class ForwardConfig_, int Tf32Passes_ = default_tf32_passes<typename ForwardConfig_::Element>(),
-          int DaParamRowStep_ = 0>
+          int DaParamRowStep_ = 0, int WeightGradStep_ = 64>
 struct BackwardConfig {
   //! The forward configuration this backward is paired with (it wrote the checkpoints). Not `Forward`, which
   //! names the forward operator.
@@ -348,7 +350,7 @@ struct BackwardConfig {
   //! per pipeline step (the depth does not change the bits: every output's products chain in the same k order).
   static constexpr int kProductThreads = 256;
   static constexpr int kDxStep = 32;
-  static constexpr int kWeightGradStep = 64;
+  static constexpr int kWeightGradStep = WeightGradStep_;
   //! dx: one CTA per 64 tokens x kDxCols channels of one block (all of a block up to w = 128, so that a CTA
   //! reads its gradient rows once), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of
   //! the register allocator (__launch_bounds__): three where three fit in shared memory (16-bit elements: 58 and

@@ -80,6 +80,7 @@
 #include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/status.hpp"
 #include "hawk/rglru/arguments.hpp"
+#include "hawk/rglru/compact_config.cuh"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/modes.hpp"
 #include "hawk/rglru/operators/backward.cuh"
@@ -198,6 +199,118 @@ struct DefaultBackwardConfig {
 
 namespace detail {
 
+//! Whether every architecture this translation unit compiles for offers the shipped configurations' shared memory
+//! (sm_90, sm_100, sm_103: 227 KB per CTA); from nvcc's __CUDA_ARCH_LIST__, false without it.
+constexpr bool all_architectures_hold_shipped_configs() {
+#if defined(__CUDA_ARCH_LIST__)
+  constexpr int kArchitectures[] = {__CUDA_ARCH_LIST__};
+  for (int arch : kArchitectures)
+    if (arch != 900 && arch != 1000 && arch != 1030) return false;
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace detail
+
+#if defined(HAWK_SHARED_MEMORY_LIMIT)
+//! A build's cap on the shared memory per CTA that the default dispatch sizes its configurations for
+//! (HAWK_SHARED_MEMORY_LIMIT, bytes; CMake's option of the same name): a large GPU then runs what a small one runs,
+//! the compact configurations and none of the Hopper kernels (how the GPU suite proves them on an H200).
+constexpr std::size_t kDispatchSharedMemoryCap = HAWK_SHARED_MEMORY_LIMIT;
+#else
+constexpr std::size_t kDispatchSharedMemoryCap = ~std::size_t{0};
+#endif
+
+//! Whether the default dispatch holds the compact configurations (compact_config.cuh) beside the shipped ones and
+//! runs them where the device's opt-in shared memory cannot hold a shipped one. Compiled in when some architecture
+//! of the build offers less than sm_90's 227 KB per CTA (from __CUDA_ARCH_LIST__: anything but sm_90, sm_100,
+//! sm_103), or HAWK_SHARED_MEMORY_LIMIT is set, or HAWK_COMPACT_CONFIGURATIONS is defined to 1; an sm_90-only
+//! build compiles only the shipped ones (half the kernels). Define HAWK_COMPACT_CONFIGURATIONS to 0 or 1 to choose.
+#if defined(HAWK_COMPACT_CONFIGURATIONS)
+constexpr bool kCompactConfigurationsBuilt = HAWK_COMPACT_CONFIGURATIONS != 0;
+#else
+constexpr bool kCompactConfigurationsBuilt =
+    kDispatchSharedMemoryCap != ~std::size_t{0} || !detail::all_architectures_hold_shipped_configs();
+#endif
+
+namespace detail {
+
+//! The shared memory per CTA the default dispatch may use on the current device: its opt-in limit, capped by
+//! kDispatchSharedMemoryCap. From a cached attribute (core/launch_attributes.hpp).
+inline Status dispatch_shared_memory_limit(std::size_t& bytes) {
+  int optin = 0;
+  HAWK_RETURN_IF_ERROR(device_max_shared_memory_optin(optin));
+  bytes = std::min(static_cast<std::size_t>(optin > 0 ? optin : 0), kDispatchSharedMemoryCap);
+  return Status::success();
+}
+
+//! Whether `bytes` of shared memory per CTA fit what the default dispatch may use here (a failed query says yes:
+//! the operator then reports it).
+inline bool dispatch_fits(std::size_t bytes) {
+  std::size_t limit = 0;
+  return !dispatch_shared_memory_limit(limit).ok() || bytes <= limit;
+}
+
+//! The forward kernels of one configuration family: the sequential forward `Sequential` (which decode's general path
+//! runs too), the chunked forward `Chunked` and the decode step, with the largest of their shared memory.
+template <class Sequential_, class Chunked_>
+struct ForwardFamily {
+  using Sequential = Sequential_;
+  using Chunked = Chunked_;
+  static constexpr std::size_t kSharedBytes =
+      std::max({Sequential::kSharedBytes, Chunked::kSharedBytes, DecodeStepLayout<Sequential>::kSharedBytes});
+};
+
+//! The shipped and the compact forward families of the shipped configuration `Config`.
+template <class Config>
+using ShippedForwardFamily = ForwardFamily<Config, typename DefaultChunkedConfig<Config>::type>;
+template <class Config>
+using CompactForwardFamily =
+    ForwardFamily<typename CompactForwardConfig<Config>::type,
+                  typename CompactChunkedConfig<Config, typename DefaultChunkedConfig<Config>::type>::type>;
+
+//! The largest shared memory per CTA of the backward's kernels for configuration `Backward` (BackwardConfig): both
+//! scans and, in fused mode, both products.
+template <class Backward>
+constexpr std::size_t backward_shared_bytes() {
+  std::size_t bytes = std::max(backward_detail::ScanLayout<Backward>::kSharedBytes,
+                               backward_detail::ScanLayout<Backward, true>::kSharedBytes);
+  if constexpr (Backward::kFused)
+    bytes = std::max({bytes, DxProductLayout<Backward>::kSharedBytes, WeightGradProductLayout<Backward>::kSharedBytes});
+  return bytes;
+}
+
+//! Calls `visit(Family{})` with the forward family the default dispatch runs for the shipped configuration `Config`:
+//! the shipped one where its every kernel fits (dispatch_fits), else, in builds that hold them, the compact one (the
+//! same bits). Never from the shape: bits stay batch-invariant, and equal on every GPU.
+template <class Config, class Visit>
+Status visit_forward_family(Visit&& visit) {
+  using Shipped = ShippedForwardFamily<Config>;
+  if constexpr (kCompactConfigurationsBuilt) {
+    using Compact = CompactForwardFamily<Config>;
+    if constexpr (!std::is_same<Shipped, Compact>::value) {
+      if (!dispatch_fits(Shipped::kSharedBytes)) return visit(Compact{});
+    }
+  }
+  return visit(Shipped{});
+}
+
+//! The backward counterpart: `visit(Backward{})` with DefaultBackwardConfig<Config>::type where all its kernels fit,
+//! else, in builds that hold them, its compact configuration (CompactBackwardConfig: the same bits).
+template <class Config, class Visit>
+Status visit_backward_config(Visit&& visit) {
+  using Shipped = typename DefaultBackwardConfig<Config>::type;
+  if constexpr (kCompactConfigurationsBuilt) {
+    using Compact = typename CompactBackwardConfig<Shipped>::type;
+    if constexpr (!std::is_same<Shipped, Compact>::value) {
+      if (!dispatch_fits(backward_shared_bytes<Shipped>())) return visit(Compact{});
+    }
+  }
+  return visit(Shipped{});
+}
+
 //! Runtime reset mode -> policy type.
 template <class Body>
 Status dispatch_reset_mode(ResetMode mode, Body&& body) {
@@ -240,8 +353,8 @@ Status visit_default_config(const ForwardArguments& args, Visit&& visit) {
                               static_cast<Visit&&>(visit));
 }
 
-//! Calls `visit(DefaultBackwardConfig<F>::type{})` with F the shipped forward configuration for args, or returns
-//! kUnsupportedConfiguration.
+//! Calls `visit(B{})` with B = DefaultBackwardConfig<F>::type for F the shipped forward configuration for args, or
+//! its compact configuration where B does not fit here (visit_backward_config), or returns kUnsupportedConfiguration.
 template <class Visit>
 Status visit_default_backward_config(const BackwardArguments& args, Visit&& visit) {
   HAWK_REQUIRE(args.checkpoint_chunk == kDefaultTimeChunk, StatusCode::kUnsupportedConfiguration,
@@ -249,9 +362,7 @@ Status visit_default_backward_config(const BackwardArguments& args, Visit&& visi
                    "; the shipped configurations use TimeChunk " + std::to_string(kDefaultTimeChunk) +
                    " (run Backward<BackwardConfig<YourForwardConfig>> for a custom chunk)");
   return visit_default_config(args.dtype, args.mode, args.reset_mode, args.shape.block_width(),
-                              [&](auto config) -> Status {
-                                return visit(typename DefaultBackwardConfig<decltype(config)>::type{});
-                              });
+                              [&](auto config) -> Status { return visit_backward_config<decltype(config)>(visit); });
 }
 
 }  // namespace detail
@@ -347,22 +458,24 @@ bool sequential_waves_underfilled(const ProblemShape& s) {
 //! (4, 2048, 2048, 16) (256: 0.57x), (16, 1024, 1024, 16) (256: 0.62x) and (4, 8192, 2560, 10) (640: 0.86x).
 //! The choice never changes a bit. Any host-check failure or CUDA error here chooses the sequential operator,
 //! which reports it.
-template <class Config>
+template <class Config, class ChunkedConfig = typename DefaultChunkedConfig<Config>::type>
 bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
-  using Chunked = ChunkedForward<typename DefaultChunkedConfig<Config>::type>;
+  using Chunked = ChunkedForward<ChunkedConfig>;
   // The cheap questions first: on a full grid, the common training case, the chunked operator's host checks and
   // workspace size are never asked.
   if (!chunking_may_pay(args) || !sequential_grid_idles<Config>(args.shape)) return false;
-  return workspace_bytes >= Chunked::workspace_size(args) && Chunked::check_host(args).ok();
+  return workspace_bytes >= Chunked::workspace_size(args) && Chunked::check_host(args).ok() &&
+         dispatch_fits(ChunkedConfig::kSharedBytes);
 }
 
 //! Whether Hopper operator Op (WgmmaChunkedForward or WgmmaPersistentForward) can run `args` here: the workspace
-//! forward_workspace_size asks for (it holds their carries: their chunks are longer than kDefaultChunk) and
-//! can_implement (host checks, an sm_90 device, its shared memory; cached device attributes only), so that any
+//! forward_workspace_size asks for (it holds their carries: their chunks are longer than kDefaultChunk), its shared
+//! memory within what the dispatch may use (dispatch_fits) and can_implement (host checks, an sm_90 device, its shared memory; cached device attributes only), so that any
 //! refusal falls back to the other kernels instead of failing the call.
 template <class Op>
 bool hopper_operator_fits(const ForwardArguments& args, std::size_t workspace_bytes) {
-  return workspace_bytes >= Op::workspace_size(args) && Op::can_implement(args).ok();
+  return workspace_bytes >= Op::workspace_size(args) && dispatch_fits(Op::Config::kSharedBytes) &&
+         Op::can_implement(args).ok();
 }
 
 //! Whether forward() runs `Config` as the Hopper chunked forward (WgmmaChunkedForward), which needs this translation
@@ -417,8 +530,11 @@ bool runs_wgmma_persistent(const ForwardArguments& args, std::size_t workspace_b
 template <class = void>
 Status forward_can_implement(const ForwardArguments& args) {
   HAWK_RETURN_IF_ERROR(check_forward_shape(args));
-  return detail::visit_default_config(args,
-                                      [&](auto config) -> Status { return Forward<decltype(config)>::can_implement(args); });
+  return detail::visit_default_config(args, [&](auto config) -> Status {
+    return detail::visit_forward_family<decltype(config)>([&](auto family) -> Status {
+      return Forward<typename decltype(family)::Sequential>::can_implement(args);
+    });
+  });
 }
 
 //! The RG-LRU forward with the shipped configuration for args (see the tables above), run by the sequential
@@ -441,9 +557,12 @@ Status forward(const ForwardArguments& args, void* workspace, std::size_t worksp
         return WgmmaChunkedForward<typename DefaultWgmmaChunkedConfig<Config>::type>::run(args, workspace,
                                                                                          workspace_bytes, stream);
     }
-    if (detail::runs_chunked<Config>(args, workspace_bytes))
-      return ChunkedForward<typename DefaultChunkedConfig<Config>::type>::run(args, workspace, workspace_bytes, stream);
-    return Forward<Config>::run(args, workspace, workspace_bytes, stream);
+    return detail::visit_forward_family<Config>([&](auto family) -> Status {
+      using Family = decltype(family);
+      if (detail::runs_chunked<typename Family::Sequential, typename Family::Chunked>(args, workspace_bytes))
+        return ChunkedForward<typename Family::Chunked>::run(args, workspace, workspace_bytes, stream);
+      return Forward<typename Family::Sequential>::run(args, workspace, workspace_bytes, stream);
+    });
   });
 }
 
@@ -463,10 +582,14 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
     using Config = decltype(config);
     // One token per sequence: many sequences share a CTA and its weights (same bits as the forward kernel).
     // (kSequenceStart was refused above: no DecodeStep is instantiated for it.)
-    if constexpr (Config::ResetPolicy::kMode != ResetMode::kSequenceStart) {
-      if (DecodeStep<Config>::applies(args)) return DecodeStep<Config>::run(args, workspace, workspace_bytes, stream);
-    }
-    return Forward<Config>::run(args, workspace, workspace_bytes, stream);
+    return detail::visit_forward_family<Config>([&](auto family) -> Status {
+      using Sequential = typename decltype(family)::Sequential;
+      if constexpr (Config::ResetPolicy::kMode != ResetMode::kSequenceStart) {
+        if (DecodeStep<Sequential>::applies(args))
+          return DecodeStep<Sequential>::run(args, workspace, workspace_bytes, stream);
+      }
+      return Forward<Sequential>::run(args, workspace, workspace_bytes, stream);
+    });
   });
 }
 

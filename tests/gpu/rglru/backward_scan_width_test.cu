@@ -14,19 +14,6 @@ namespace {
 using namespace rglru_backward_test;
 using hawk::rglru::BackwardScan;
 
-template <class BwdConfig, BackwardScan Scan, class E>
-HostGradients run_config(const Problem& p, const Upstream& u, DeviceProblem<E>& d) {
-  DeviceGradients<E> g(p, u);
-  using Op = hawk::rglru::Backward<BwdConfig, Scan>;
-  const BackwardArguments args = g.arguments(p, d);
-  g.workspace.resize(Op::workspace_size(args) + 1);
-  const hawk::Status status = Op::run(args, hawk_test::raw(g.workspace), g.workspace.size(), nullptr);
-  HAWK_TEST_CUDA(cudaDeviceSynchronize());
-  INFO("backward: " << status.to_string());
-  REQUIRE(status.ok());
-  return g.download();
-}
-
 //! Both scan kernels of `Wide` and the chunked one of `Narrow` give the bits of Narrow's sequential scan, every
 //! gradient, after the forward `Forward` (block width w, H = 2).
 template <class E, class Policy, class Forward, class Narrow, class Wide>
@@ -41,11 +28,11 @@ void check_configs_agree(const std::vector<std::int64_t>& lengths, bool packed, 
   const hawk::Status forward_status = rglru_test::run_forward<Forward>(d.arguments(p), d.workspace);
   INFO("forward: " << forward_status.to_string());
   REQUIRE(forward_status.ok());
-  const HostGradients narrow = run_config<Narrow, BackwardScan::kSequential>(p, u, d);
+  const HostGradients narrow = run_backward_config<Narrow, BackwardScan::kSequential>(p, u, d);
   const std::vector<unsigned char> want = narrow.all_bytes();
-  CHECK(run_config<Wide, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
-  CHECK(run_config<Wide, BackwardScan::kSequential>(p, u, d).all_bytes() == want);
-  CHECK(run_config<Narrow, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
+  CHECK(run_backward_config<Wide, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
+  CHECK(run_backward_config<Wide, BackwardScan::kSequential>(p, u, d).all_bytes() == want);
+  CHECK(run_backward_config<Narrow, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
 }
 
 //! The default dispatch's 16-bit w = 256 backward against BackwardConfig<its forward>.
@@ -110,9 +97,9 @@ TEST_CASE("backward scan width: fp32 w = 256, whose chunked scan stores its gate
   const Upstream u = make_upstream<E>(p, true);
   DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
   REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
-  const HostGradients chunked = run_config<Config, BackwardScan::kChunked>(p, u, d);
+  const HostGradients chunked = run_backward_config<Config, BackwardScan::kChunked>(p, u, d);
   check_against_reference<E>(p, u, chunked);
-  CHECK(chunked.all_bytes() == run_config<Config, BackwardScan::kSequential>(p, u, d).all_bytes());
+  CHECK(chunked.all_bytes() == run_backward_config<Config, BackwardScan::kSequential>(p, u, d).all_bytes());
 }
 
 TEST_CASE("backward scan width: control, 32-channel tiles with their own d a_param grouping change d a_param only",
@@ -127,8 +114,8 @@ TEST_CASE("backward scan width: control, 32-channel tiles with their own d a_par
   const Upstream u = make_upstream<E>(p, true);
   DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
   REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
-  const HostGradients shipped = run_config<Wide, BackwardScan::kChunked>(p, u, d);
-  const HostGradients own = run_config<OwnGrouping, BackwardScan::kChunked>(p, u, d);
+  const HostGradients shipped = run_backward_config<Wide, BackwardScan::kChunked>(p, u, d);
+  const HostGradients own = run_backward_config<OwnGrouping, BackwardScan::kChunked>(p, u, d);
   CHECK(own.da_param_bytes != shipped.da_param_bytes);
   // Every other gradient the same: all bytes with d a_param's left out (all_bytes ends with them).
   std::vector<unsigned char> own_rest = own.all_bytes(), shipped_rest = shipped.all_bytes();

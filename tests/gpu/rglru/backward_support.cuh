@@ -161,6 +161,22 @@ hawk::Status run_backward(const BackwardArguments& args, thrust::device_vector<u
   return status;
 }
 
+//! Backward<BackwardConfig, Scan> of `p` with upstream `u` after the forward `d` just ran (its checkpoints), into
+//! fresh poisoned outputs; the call must succeed. Returns every gradient (for bitwise comparisons between
+//! configurations).
+template <class BackwardConfig, hawk::rglru::BackwardScan Scan, class E>
+HostGradients run_backward_config(const Problem& p, const Upstream& u, DeviceProblem<E>& d) {
+  DeviceGradients<E> g(p, u);
+  using Op = hawk::rglru::Backward<BackwardConfig, Scan>;
+  const BackwardArguments args = g.arguments(p, d);
+  g.workspace.resize(Op::workspace_size(args) + 1);
+  const hawk::Status status = Op::run(args, hawk_test::raw(g.workspace), g.workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO("backward: " << status.to_string());
+  REQUIRE(status.ok());
+  return g.download();
+}
+
 //! Forward (with checkpoints) then backward of `p` with upstream `u`; both must succeed.
 template <class E, class ForwardConfig>
 HostGradients forward_backward(const Problem& p, const Upstream& u, bool want_dh0 = true) {

@@ -1,0 +1,31 @@
+// The bf16 compact configurations give the shipped ones' bits (compact_config_tests.cuh): fused w = 64 and 256
+// (w = 128 and gate-logits mode fit 99 KB as shipped).
+#include "compact_config_tests.cuh"
+
+namespace {
+using namespace rglru_compact_test;
+using BF = __nv_bfloat16;
+using hawk::rglru::NoReset;
+using hawk::rglru::ResetAtSequenceStart;
+using hawk::rglru::ResetFlags;
+}  // namespace
+
+TEST_CASE("compact configurations: bf16 fused w = 64 and 256, forward, chunked forward, backward", "[compact]") {
+  for (std::int64_t L : {1, 2, 17, 64, 65, 300})
+    check_family<BF, ResetFlags, GateMode::kFused, 64>({L, L}, false, true, L == 65);
+  check_family<BF, ResetFlags, GateMode::kFused, 64>({17, 0, 64, 1, 130, 257}, true, true, true);
+  for (std::int64_t L : {1, 17, 65, 300})
+    check_family<BF, ResetFlags, GateMode::kFused, 256>({L, L}, false, true, L == 65);
+  check_family<BF, ResetFlags, GateMode::kFused, 256>({17, 0, 64, 1, 130, 257}, true, true, true);
+  check_family<BF, ResetAtSequenceStart, GateMode::kFused, 256>({sanitizing() ? 300 : 1000}, false, false, false);
+  check_family<BF, NoReset, GateMode::kFused, 64>({193, 70}, true, true, false);
+}
+
+TEST_CASE("compact configurations: bf16 decode step", "[compact]") {
+  check_decode<BF, ResetFlags, 64>();
+  check_decode<BF, NoReset, 256>();
+}
+
+TEST_CASE("compact configurations: bf16 control, one x moved changes the compact forward's bytes", "[compact]") {
+  check_control<BF, ResetFlags, GateMode::kFused, 256>();
+}
