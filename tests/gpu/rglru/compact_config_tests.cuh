@@ -75,7 +75,7 @@ void check_family(const std::vector<std::int64_t>& lengths, bool packed, bool wi
 template <class E, class Policy, GateMode Mode, int BlockWidth>
 void check_control() {
   using F = Family<E, Policy, Mode, BlockWidth>;
-  const Problem p = rglru_test::make_problem<E>(F::kWidth, 2, {130, 65}, false, Mode, Policy::kMode, true);
+  const Problem p = rglru_test::make_problem<E>(F::kWidth, 2, {130, 65}, true, Mode, Policy::kMode, true);
   const Problem changed = rglru_test::with_one_x_changed(p);
   if constexpr (F::kForwardDiffers) {
     const ForwardOutputs want = rglru_test::run_forward_outputs<E, hawk::rglru::Forward<typename F::Shipped>>(p);
