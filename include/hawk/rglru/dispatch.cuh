@@ -9,8 +9,8 @@
 //! values to the configuration for all three, so the backward always matches the forward that wrote its checkpoints.
 //!
 //! Batch invariance: the configuration (and therefore every bit of the result) is chosen only from
-//! (dtype, mode, reset mode, W, H) — never from B, L, N, T or the device — so a sequence gives the same bits
-//! whatever batch it is in and however it is split into calls. Which kernel runs it (sequential or chunked)
+//! (dtype, mode, reset mode, W, H) — never from B, L, N or T — so a sequence gives the same bits whatever batch it is
+//! in and however it is split into calls (the device may swap in a compact configuration, below, with the same bits). Which kernel runs it (sequential or chunked)
 //! depends on the shape and the device, but both give the configuration's bits (tests/gpu/rglru/
 //! forward_chunked_test.cu and every per-dtype reference case compare them). In sm_90a builds (HAWK_BUILD_SM90A) two
 //! Hopper chunked forwards run the 16-bit fused configurations where they pay, with the same bits
@@ -37,6 +37,13 @@
 //! Threads counts the producers (ProducerThreads: loads, projection, gate math); each forward CTA also runs
 //! ceil(WidthTile / 32) scan warps (config.cuh).
 //!
+//! Smaller GPUs: these are sized for sm_90's 227 KB of shared memory per CTA. Where the device's opt-in limit cannot
+//! hold one of a shipped configuration's kernels, the forward family (sequential forward, chunked forward, decode
+//! step) or the backward (both scans, both products) runs its compact configuration instead (compact_config.cuh:
+//! narrower tiles, the same bits; detail::visit_forward_family, detail::visit_backward_config). The device limit
+//! decides, never the shape, so bits stay batch-invariant (and equal on every GPU). Compact configurations are
+//! compiled only where the build's architectures need them (kCompactConfigurationsBuilt).
+//!
 //! Other block widths: write a ForwardConfig and call Forward<Config> (examples/01_rglru_custom_config.cu).
 //!
 //! Decode is this same call with a few tokens per sequence: `reset_mode = kNone`, `h0` = the cached states,
@@ -53,8 +60,8 @@
 //! TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must be 64 here; a forward run with a custom
 //! TimeChunk needs `Backward<BackwardConfig<ThatConfig>>`.
 //!
-//! Like the forward's, the choice depends only on (dtype, mode, reset mode, W, H), never on B, L, N, T or the
-//! device: row gradients are bitwise batch-invariant.
+//! Like the forward's, the choice depends only on (dtype, mode, reset mode, W, H), never on B, L, N or T (the device
+//! only between configurations with the same bits): row gradients are bitwise batch-invariant.
 //!
 //! Shipped backward configurations = one per shipped forward configuration (the table above): fused mode
 //! for w in {64, 128, 256} and gate-logits mode for any H, in bf16, fp16 and fp32, for each reset policy; tf32
@@ -297,18 +304,39 @@ Status visit_forward_family(Visit&& visit) {
   return visit(Shipped{});
 }
 
-//! The backward counterpart: `visit(Backward{})` with DefaultBackwardConfig<Config>::type where all its kernels fit,
-//! else, in builds that hold them, its compact configuration (CompactBackwardConfig: the same bits).
+//! A BackwardScan as a type, for the visitors below.
+template <BackwardScan Scan>
+using BackwardScanTag = std::integral_constant<BackwardScan, Scan>;
+
+//! The backward counterpart: `visit(Backward{}, BackwardScanTag<kAuto>{})` with DefaultBackwardConfig<Config>::type
+//! where all its kernels fit, else, in builds that hold them, its compact configuration (CompactBackwardConfig: the
+//! same bits), with BackwardScanTag<kChunked> where the compact sequential scan does not fit either but the chunked
+//! one does (fp32 w = 256 on a 99 KB GPU; the two scans give the same bits).
 template <class Config, class Visit>
 Status visit_backward_config(Visit&& visit) {
   using Shipped = typename DefaultBackwardConfig<Config>::type;
   if constexpr (kCompactConfigurationsBuilt) {
     using Compact = typename CompactBackwardConfig<Shipped>::type;
     if constexpr (!std::is_same<Shipped, Compact>::value) {
-      if (!dispatch_fits(backward_shared_bytes<Shipped>())) return visit(Compact{});
+      if (!dispatch_fits(backward_shared_bytes<Shipped>())) {
+        if (!dispatch_fits(backward_detail::ScanLayout<Compact>::kSharedBytes))
+          return visit(Compact{}, BackwardScanTag<BackwardScan::kChunked>{});
+        return visit(Compact{}, BackwardScanTag<BackwardScan::kAuto>{});
+      }
     }
   }
-  return visit(Shipped{});
+  return visit(Shipped{}, BackwardScanTag<BackwardScan::kAuto>{});
+}
+
+//! Whether the forward family `Family` runs every call through its chunked forward: where its sequential forward does
+//! not fit what the dispatch may use but its chunked one does (the compact fp32 w = 256 family on a 99 KB GPU).
+template <class Family>
+bool runs_chunked_only() {
+  if constexpr (!kCompactConfigurationsBuilt) {
+    return false;  // sm_90 / sm_100 builds: every shipped sequential forward fits
+  } else {
+    return !dispatch_fits(Family::Sequential::kSharedBytes) && dispatch_fits(Family::Chunked::kSharedBytes);
+  }
 }
 
 //! Runtime reset mode -> policy type.
@@ -353,8 +381,9 @@ Status visit_default_config(const ForwardArguments& args, Visit&& visit) {
                               static_cast<Visit&&>(visit));
 }
 
-//! Calls `visit(B{})` with B = DefaultBackwardConfig<F>::type for F the shipped forward configuration for args, or
-//! its compact configuration where B does not fit here (visit_backward_config), or returns kUnsupportedConfiguration.
+//! Calls `visit(B{}, scan)` with B = DefaultBackwardConfig<F>::type for F the shipped forward configuration for args,
+//! or its compact configuration where B does not fit here, and the BackwardScanTag to run it with
+//! (visit_backward_config), or returns kUnsupportedConfiguration.
 template <class Visit>
 Status visit_default_backward_config(const BackwardArguments& args, Visit&& visit) {
   HAWK_REQUIRE(args.checkpoint_chunk == kDefaultTimeChunk, StatusCode::kUnsupportedConfiguration,
@@ -392,21 +421,36 @@ inline bool persistent_gate_logits_may_run(const ForwardArguments& args) {
          args.shape.width % 64 == 0 && sequences_span_chunks(args);
 }
 
+//! Whether some GPU may run every forward call of this (dtype, mode, w) through the chunked forward
+//! (runs_chunked_only): a build that holds the compact configurations, fused mode, and a compact sequential forward
+//! above 99 KB (fp32 w = 256). Arithmetic on the configurations only (no kernel is instantiated).
+inline bool compact_forward_may_chain(const ForwardArguments& args) {
+  if (!kCompactConfigurationsBuilt || args.mode != GateMode::kFused) return false;
+  bool may_chain = false;
+  (void)visit_default_config(args, [&](auto config) -> Status {
+    using Config = decltype(config);
+    may_chain = CompactForwardFamily<Config>::Sequential::kSharedBytes > kSharedMemory99KB;
+    return Status::success();
+  });
+  return may_chain;
+}
+
 //! Whether a chained kernel may run `args`, so that forward_workspace_size holds the carries: chunking_may_pay
-//! (fused mode) or persistent_gate_logits_may_run. (kWgmmaChunkedForwardBuilt follows the translation unit's
+//! (fused mode), persistent_gate_logits_may_run or compact_forward_may_chain. (kWgmmaChunkedForwardBuilt follows the translation unit's
 //! HAWK_BUILD_SM90A: build every unit that calls forward_workspace_size and forward() alike.)
 inline bool chained_carries_may_run(const ForwardArguments& args) {
-  return chunking_may_pay(args) || persistent_gate_logits_may_run(args);
+  return chunking_may_pay(args) || persistent_gate_logits_may_run(args) || compact_forward_may_chain(args);
 }
 
 }  // namespace detail
 
 //! Workspace bytes `forward(args, ...)` and `decode(args, ...)` need: the device checks' (operators/index_checks.cuh),
 //! or 0; plus, when a chained kernel may run (detail::chained_carries_may_run: fused mode, or 16-bit gate-logits mode
-//! with W a multiple of 64 in an sm_90a build; sequences longer than kDefaultChunk tokens on average), the chain's
-//! carries after them (12 bytes per channel and chunk of kDefaultChunk: block/chained_carry.cuh), what the chunked
-//! forward asks and more than the Hopper kernels' longer chunks need. A smaller workspace runs the sequential forward
-//! (the same bits).
+//! with W a multiple of 64 in an sm_90a build; sequences longer than kDefaultChunk tokens on average; or, in a build
+//! with the compact configurations, fp32 fused w = 256 at any shape, which a 99 KB GPU runs through the chunked forward
+//! only), the chain's carries after them (12 bytes per channel and chunk of kDefaultChunk: block/chained_carry.cuh),
+//! what the chunked forward asks and more than the Hopper kernels' longer chunks need. A smaller workspace runs the
+//! sequential forward (the same bits), where it fits.
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t forward_workspace_size(const ForwardArguments& args) {
@@ -532,7 +576,11 @@ Status forward_can_implement(const ForwardArguments& args) {
   HAWK_RETURN_IF_ERROR(check_forward_shape(args));
   return detail::visit_default_config(args, [&](auto config) -> Status {
     return detail::visit_forward_family<decltype(config)>([&](auto family) -> Status {
-      return Forward<typename decltype(family)::Sequential>::can_implement(args);
+      using Family = decltype(family);
+      if constexpr (kCompactConfigurationsBuilt) {
+        if (detail::runs_chunked_only<Family>()) return ChunkedForward<typename Family::Chunked>::can_implement(args);
+      }
+      return Forward<typename Family::Sequential>::can_implement(args);
     });
   });
 }
@@ -559,7 +607,8 @@ Status forward(const ForwardArguments& args, void* workspace, std::size_t worksp
     }
     return detail::visit_forward_family<Config>([&](auto family) -> Status {
       using Family = decltype(family);
-      if (detail::runs_chunked<typename Family::Sequential, typename Family::Chunked>(args, workspace_bytes))
+      if (detail::runs_chunked_only<Family>() ||
+          detail::runs_chunked<typename Family::Sequential, typename Family::Chunked>(args, workspace_bytes))
         return ChunkedForward<typename Family::Chunked>::run(args, workspace, workspace_bytes, stream);
       return Forward<typename Family::Sequential>::run(args, workspace, workspace_bytes, stream);
     });
@@ -583,10 +632,15 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
     // One token per sequence: many sequences share a CTA and its weights (same bits as the forward kernel).
     // (kSequenceStart was refused above: no DecodeStep is instantiated for it.)
     return detail::visit_forward_family<Config>([&](auto family) -> Status {
-      using Sequential = typename decltype(family)::Sequential;
+      using Family = decltype(family);
+      using Sequential = typename Family::Sequential;
       if constexpr (Config::ResetPolicy::kMode != ResetMode::kSequenceStart) {
         if (DecodeStep<Sequential>::applies(args))
           return DecodeStep<Sequential>::run(args, workspace, workspace_bytes, stream);
+      }
+      if constexpr (kCompactConfigurationsBuilt) {
+        if (detail::runs_chunked_only<Family>())
+          return ChunkedForward<typename Family::Chunked>::run(args, workspace, workspace_bytes, stream);
       }
       return Forward<Sequential>::run(args, workspace, workspace_bytes, stream);
     });
@@ -604,8 +658,8 @@ std::size_t backward_workspace_size(const BackwardArguments& args) {
 template <class = void>
 Status backward_can_implement(const BackwardArguments& args) {
   HAWK_RETURN_IF_ERROR(check_backward_shape(args));
-  return detail::visit_default_backward_config(args, [&](auto config) -> Status {
-    return Backward<decltype(config)>::can_implement(args);
+  return detail::visit_default_backward_config(args, [&](auto config, auto scan) -> Status {
+    return Backward<decltype(config), decltype(scan)::value>::can_implement(args);
   });
 }
 
@@ -613,8 +667,8 @@ Status backward_can_implement(const BackwardArguments& args) {
 template <class = void>
 Status backward(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   HAWK_RETURN_IF_ERROR(check_backward_shape(args));
-  return detail::visit_default_backward_config(args, [&](auto config) -> Status {
-    return Backward<decltype(config)>::run(args, workspace, workspace_bytes, stream);
+  return detail::visit_default_backward_config(args, [&](auto config, auto scan) -> Status {
+    return Backward<decltype(config), decltype(scan)::value>::run(args, workspace, workspace_bytes, stream);
   });
 }
 

@@ -29,3 +29,8 @@ TEST_CASE("compact configurations: bf16 decode step", "[compact]") {
 TEST_CASE("compact configurations: bf16 control, one x moved changes the compact forward's bytes", "[compact]") {
   check_control<BF, ResetFlags, GateMode::kFused, 256>();
 }
+
+TEST_CASE("compact configurations: bf16 through the default dispatch", "[compact]") {
+  check_dispatch<BF, ResetFlags, GateMode::kFused, 64>({17, 0, 64, 1, 130, 257}, true);
+  check_dispatch<BF, ResetAtSequenceStart, GateMode::kFused, 256>({300, 300}, false);
+}

@@ -6,6 +6,8 @@
 // packed with an empty sequence; resets at t = 0, mid-chunk, at chunk edges, consecutive). One case per family also
 // meets the float64 reference. Control: the compact forward on inputs with one x moved must differ from the shipped
 // forward on the original inputs (the comparison can fail). Instantiated once per dtype (compact_<dtype>_test.cu).
+#include <algorithm>
+
 #include "backward_support.cuh"
 #include "hawk/rglru/compact_config.cuh"
 #include "hawk/rglru/dispatch.cuh"
@@ -93,6 +95,34 @@ void check_control() {
     const HostGradients compact = run_backward_config<Compact, BackwardScan::kSequential>(changed, u, dc);
     CHECK_FALSE(compact.dx_bytes == shipped.dx_bytes);
   }
+}
+
+//! The default dispatch (forward(), backward(), with the workspaces their size functions ask for) gives the shipped
+//! configurations' bytes: in a normal build it runs them; in a build capped at 99 KB (HAWK_SHARED_MEMORY_LIMIT) it
+//! runs the compact ones, fp32 fused w = 256 through the chunked forward and the chunked scan only.
+template <class E, class Policy, GateMode Mode, int BlockWidth>
+void check_dispatch(const std::vector<std::int64_t>& lengths, bool packed) {
+  using F = Family<E, Policy, Mode, BlockWidth>;
+  INFO("dispatch: mode=" << rglru_test::mode_name(Mode) << " policy=" << Policy::kName << " w=" << BlockWidth
+                         << " packed=" << packed << " first length=" << lengths.front());
+  const Problem p = rglru_test::make_problem<E>(F::kWidth, 2, lengths, packed, Mode, Policy::kMode, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> shipped(p, hawk::rglru::kDefaultTimeChunk), dispatched(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<typename F::Shipped>(shipped.arguments(p), shipped.workspace).ok());
+  const hawk::rglru::ForwardArguments args = dispatched.arguments(p);
+  dispatched.workspace.resize(std::max(dispatched.workspace.size(), hawk::rglru::forward_workspace_size(args)));
+  const hawk::Status status = rglru_test::run_forward<void>(args, dispatched.workspace);
+  INFO("forward(): " << status.to_string());
+  REQUIRE(status.ok());
+  CHECK(hawk_test::bytes_of(dispatched.y) == hawk_test::bytes_of(shipped.y));
+  CHECK(hawk_test::bytes_of(dispatched.h_final) == hawk_test::bytes_of(shipped.h_final));
+  CHECK(hawk_test::bytes_of(dispatched.checkpoints) == hawk_test::bytes_of(shipped.checkpoints));
+  const HostGradients want = run_backward_config<typename F::ShippedBackward, BackwardScan::kSequential>(p, u, shipped);
+  DeviceGradients<E> g(p, u);
+  const hawk::Status backward_status = run_backward<void>(g.arguments(p, dispatched), g.workspace);
+  INFO("backward(): " << backward_status.to_string());
+  REQUIRE(backward_status.ok());
+  CHECK(g.download().all_bytes() == want.all_bytes());
 }
 
 //! The decode step (one token for each of 70 sequences, cached states) through the shipped and the compact

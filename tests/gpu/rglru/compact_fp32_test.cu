@@ -32,3 +32,11 @@ TEST_CASE("compact configurations: fp32 control, one x moved changes the bytes",
   check_control<float, ResetFlags, GateMode::kFused, 128>();
   check_control<float, ResetFlags, GateMode::kFused, 64>();
 }
+
+TEST_CASE("compact configurations: fp32 through the default dispatch (w = 256: the chunked forward and scan alone "
+          "under a 99 KB cap)", "[compact]") {
+  check_dispatch<float, ResetFlags, GateMode::kFused, 256>({17, 0, 64, 1, 130, 257}, true);
+  check_dispatch<float, NoReset, GateMode::kFused, 256>({1, 1}, false);
+  check_dispatch<float, ResetAtSequenceStart, GateMode::kFused, 128>({300, 300}, false);
+  check_dispatch<float, ResetFlags, GateMode::kGateLogits, 0>({65, 0, 2}, true);
+}

@@ -1,5 +1,6 @@
 // Catch2 runner for the GPU suites: without a CUDA device the executable reports itself skipped to CTest
-// (exit code 77, registered as SKIP_RETURN_CODE), never passed and never failed.
+// (exit code 77, registered as SKIP_RETURN_CODE), never passed and never failed; so does a suite built for sm_90a
+// alone (HAWK_TEST_REQUIRES_SM90, tests/CMakeLists.txt) on a GPU of another architecture.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
@@ -18,5 +19,11 @@ int main(int argc, char** argv) {
   cudaGetDeviceProperties(&properties, 0);
   std::printf("GPU: %s (sm_%d%d, %d SMs)\n", properties.name, properties.major, properties.minor,
               properties.multiProcessorCount);
+#if defined(HAWK_TEST_REQUIRES_SM90)
+  if (properties.major != 9) {
+    std::printf("SKIPPED: this suite is built for sm_90a only\n");
+    return 77;
+  }
+#endif
   return Catch::Session().run(argc, argv);
 }
