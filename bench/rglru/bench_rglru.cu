@@ -278,7 +278,7 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
   // bits, so only the time differs), through the configuration the default dispatch picks.
   std::pair<Samples, Samples> scans;
   if (canonical) {
-    report(hawk::rglru::detail::visit_default_backward_config(backward_args(0), [&](auto config) -> hawk::Status {
+    report(hawk::rglru::detail::visit_default_backward_config(backward_args(0), [&](auto config, auto) -> hawk::Status {
              using Chunked = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kChunked>;
              using Sequential = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kSequential>;
              scans = time_ab(

@@ -27,9 +27,10 @@
 //! | fp32       | fused       | 256 | 8 [16] / 256     | 8 [16] / 128 [256] (32)     | 8 [16] / 128 [256] (32 [64])  |
 //! | fp32       | gate-logits | any | 32 / 256 (2 [3]) | -                           | -                  |
 //!
-//! Every other configuration fits 99 KB as shipped (bf16 / fp16 w = 128 and gate-logits mode). fp32 fused w = 256
-//! fits 163 KB compact, not 99 KB: its forward stages two 64-token chunks of the block's fp32 x rows (133 KB);
-//! on a 99 KB GPU its calls return kUnsupportedConfiguration.
+//! Every other configuration fits 99 KB as shipped (bf16 / fp16 w = 128 and gate-logits mode). fp32 fused w = 256's
+//! compact sequential forward (162 KB) and sequential backward scan (105 KB) fit 163 KB, not 99 KB: its forward stages
+//! two 64-token chunks of the block's fp32 x rows (130 KB). A 99 KB GPU runs it through the chunked forward and the
+//! chunked backward scan alone, which fit (the default dispatch, dispatch.cuh).
 
 #include <cstddef>
 #include <type_traits>

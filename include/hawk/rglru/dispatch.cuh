@@ -234,7 +234,10 @@ constexpr std::size_t kDispatchSharedMemoryCap = ~std::size_t{0};
 //! runs them where the device's opt-in shared memory cannot hold a shipped one. Compiled in when some architecture
 //! of the build offers less than sm_90's 227 KB per CTA (from __CUDA_ARCH_LIST__: anything but sm_90, sm_100,
 //! sm_103), or HAWK_SHARED_MEMORY_LIMIT is set, or HAWK_COMPACT_CONFIGURATIONS is defined to 1; an sm_90-only
-//! build compiles only the shipped ones (half the kernels). Define HAWK_COMPACT_CONFIGURATIONS to 0 or 1 to choose.
+//! build compiles only the shipped ones (half the kernels). Define HAWK_COMPACT_CONFIGURATIONS to 0 or 1 to choose:
+//! 1 where PTX of sm_90 or sm_100 may be JIT-compiled for a smaller GPU (sm_100 PTX on an sm_120 device, say), which
+//! the architecture list cannot tell. Build every translation unit that calls forward_workspace_size and forward()
+//! alike (as for HAWK_BUILD_SM90A): the workspace a build asks for follows what it holds.
 #if defined(HAWK_COMPACT_CONFIGURATIONS)
 constexpr bool kCompactConfigurationsBuilt = HAWK_COMPACT_CONFIGURATIONS != 0;
 #else
@@ -297,6 +300,12 @@ Status visit_forward_family(Visit&& visit) {
   using Shipped = ShippedForwardFamily<Config>;
   if constexpr (kCompactConfigurationsBuilt) {
     using Compact = CompactForwardFamily<Config>;
+    // What the compact family promises (compact_config.cuh): the chunked forward and the decode step within 99 KB,
+    // the sequential forward within 99 KB or, for fp32 w = 256 alone, within sm_80's 163 KB.
+    static_assert(Compact::Chunked::kSharedBytes <= kSharedMemory99KB &&
+                      DecodeStepLayout<typename Compact::Sequential>::kSharedBytes <= kSharedMemory99KB &&
+                      Compact::Sequential::kSharedBytes <= kSharedMemory163KB,
+                  "a compact forward configuration outgrew the shared memory it is sized for");
     if constexpr (!std::is_same<Shipped, Compact>::value) {
       if (!dispatch_fits(Shipped::kSharedBytes)) return visit(Compact{});
     }
@@ -317,6 +326,13 @@ Status visit_backward_config(Visit&& visit) {
   using Shipped = typename DefaultBackwardConfig<Config>::type;
   if constexpr (kCompactConfigurationsBuilt) {
     using Compact = typename CompactBackwardConfig<Shipped>::type;
+    // The compact backward's promise: the chunked scan and both products within 99 KB, the sequential scan within
+    // 163 KB (only fp32 w = 256's exceeds 99 KB; a 99 KB GPU runs its chunked scan).
+    static_assert(backward_detail::ScanLayout<Compact, true>::kSharedBytes <= kSharedMemory99KB &&
+                      (!Compact::kFused || (DxProductLayout<Compact>::kSharedBytes <= kSharedMemory99KB &&
+                                            WeightGradProductLayout<Compact>::kSharedBytes <= kSharedMemory99KB)) &&
+                      backward_detail::ScanLayout<Compact>::kSharedBytes <= kSharedMemory163KB,
+                  "a compact backward configuration outgrew the shared memory it is sized for");
     if constexpr (!std::is_same<Shipped, Compact>::value) {
       if (!dispatch_fits(backward_shared_bytes<Shipped>())) {
         if (!dispatch_fits(backward_detail::ScanLayout<Compact>::kSharedBytes))
@@ -423,13 +439,15 @@ inline bool persistent_gate_logits_may_run(const ForwardArguments& args) {
 
 //! Whether some GPU may run every forward call of this (dtype, mode, w) through the chunked forward
 //! (runs_chunked_only): a build that holds the compact configurations, fused mode, and a compact sequential forward
-//! above 99 KB (fp32 w = 256). Arithmetic on the configurations only (no kernel is instantiated).
+//! above 99 KB (fp32 w = 256), or above the build's cap where that is lower. Arithmetic on the configurations only (no
+//! kernel is instantiated).
 inline bool compact_forward_may_chain(const ForwardArguments& args) {
   if (!kCompactConfigurationsBuilt || args.mode != GateMode::kFused) return false;
   bool may_chain = false;
   (void)visit_default_config(args, [&](auto config) -> Status {
     using Config = decltype(config);
-    may_chain = CompactForwardFamily<Config>::Sequential::kSharedBytes > kSharedMemory99KB;
+    may_chain = CompactForwardFamily<Config>::Sequential::kSharedBytes >
+                std::min(kSharedMemory99KB, kDispatchSharedMemoryCap);
     return Status::success();
   });
   return may_chain;

@@ -26,8 +26,10 @@ TEST_CASE("compact configurations: bf16 decode step", "[compact]") {
   check_decode<BF, NoReset, 256>();
 }
 
-TEST_CASE("compact configurations: bf16 control, one x moved changes the compact forward's bytes", "[compact]") {
+TEST_CASE("compact configurations: bf16 controls, one x moved changes the compact forward's bytes, twice the d a_param "
+          "grouping changes d a_param alone", "[compact]") {
   check_control<BF, ResetFlags, GateMode::kFused, 256>();
+  check_grouping_control<BF, ResetFlags, 64>();
 }
 
 TEST_CASE("compact configurations: bf16 through the default dispatch", "[compact]") {

@@ -97,6 +97,28 @@ void check_control() {
   }
 }
 
+//! The control of the backward's grouping: the compact backward with twice the shipped DaParamRowStep must change
+//! d a_param's bytes and nothing else (the comparisons see the grouping, the one knob that could change bits).
+template <class E, class Policy, int BlockWidth>
+void check_grouping_control() {
+  using F = Family<E, Policy, GateMode::kFused, BlockWidth>;
+  using Compact = typename F::CompactBackward;
+  using Regrouped = hawk::rglru::BackwardConfig<typename Compact::PairedForward, Compact::kTf32Passes,
+                                                2 * Compact::kDaParamRowStep, Compact::kWeightGradStep>;
+  const Problem p = rglru_test::make_problem<E>(F::kWidth, 2, {300, 129}, true, GateMode::kFused, Policy::kMode, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<typename F::Shipped>(d.arguments(p), d.workspace).ok());
+  const HostGradients compact = run_backward_config<Compact, BackwardScan::kSequential>(p, u, d);
+  const HostGradients regrouped = run_backward_config<Regrouped, BackwardScan::kSequential>(p, u, d);
+  CHECK(regrouped.da_param_bytes != compact.da_param_bytes);
+  std::vector<unsigned char> compact_rest = compact.all_bytes(), regrouped_rest = regrouped.all_bytes();
+  compact_rest.resize(compact_rest.size() - compact.da_param_bytes.size());  // all_bytes ends with d a_param's
+  regrouped_rest.resize(regrouped_rest.size() - regrouped.da_param_bytes.size());
+  CHECK(!compact_rest.empty());
+  CHECK(regrouped_rest == compact_rest);
+}
+
 //! The default dispatch (forward(), backward(), with the workspaces their size functions ask for) gives the shipped
 //! configurations' bytes: in a normal build it runs them; in a build capped at 99 KB (HAWK_SHARED_MEMORY_LIMIT) it
 //! runs the compact ones, fp32 fused w = 256 through the chunked forward and the chunked scan only.
@@ -123,6 +145,34 @@ void check_dispatch(const std::vector<std::int64_t>& lengths, bool packed) {
   INFO("backward(): " << backward_status.to_string());
   REQUIRE(backward_status.ok());
   CHECK(g.download().all_bytes() == want.all_bytes());
+}
+
+//! decode() through the default dispatch, in place on the state pool (h_final = h0), against the shipped forward into
+//! a separate h_final: the same y and states. With several tokens per sequence it is not the decode step's shape, so
+//! a build capped at 99 KB runs fp32 w = 256 through the chunked forward here.
+template <class E, class Policy, int BlockWidth>
+void check_decode_dispatch(std::int64_t tokens_per_sequence) {
+  using F = Family<E, Policy, GateMode::kFused, BlockWidth>;
+  static_assert(Policy::kMode != ResetMode::kSequenceStart, "decode continues cached states");
+  INFO("decode(): policy=" << Policy::kName << " w=" << BlockWidth << " tokens per sequence=" << tokens_per_sequence);
+  const Problem p = rglru_test::make_problem<E>(F::kWidth, 2, std::vector<std::int64_t>(5, tokens_per_sequence),
+                                                false, GateMode::kFused, Policy::kMode, true);
+  DeviceProblem<E> shipped(p, hawk::rglru::kDefaultTimeChunk), dispatched(p, hawk::rglru::kDefaultTimeChunk);
+  hawk::rglru::ForwardArguments want_args = shipped.arguments(p);
+  want_args.checkpoints = nullptr;
+  REQUIRE(rglru_test::run_forward<typename F::Shipped>(want_args, shipped.workspace).ok());
+  hawk::rglru::ForwardArguments args = dispatched.arguments(p);
+  args.checkpoints = nullptr;
+  args.h_final = hawk_test::raw(dispatched.h0);  // the pool, updated in place
+  args.h0 = args.h_final;
+  dispatched.workspace.resize(std::max(dispatched.workspace.size(), hawk::rglru::forward_workspace_size(args)));
+  const hawk::Status status =
+      hawk::rglru::decode(args, hawk_test::raw(dispatched.workspace), dispatched.workspace.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  INFO(status.to_string());
+  REQUIRE(status.ok());
+  CHECK(hawk_test::bytes_of(dispatched.y) == hawk_test::bytes_of(shipped.y));
+  CHECK(hawk_test::bytes_of(dispatched.h0) == hawk_test::bytes_of(shipped.h_final));
 }
 
 //! The decode step (one token for each of 70 sequences, cached states) through the shipped and the compact
