@@ -13,8 +13,8 @@
 //!   the shipped one (its row step Threads / (WidthTile / 4) divides it: narrower tiles come with fewer threads);
 //! - the weight-gradient products chain every output in the same order whatever their step depth, and the segment
 //!   (kWeightGradSegment) is the same.
-//! tests/gpu/rglru/compact_config_tests.cuh (compact_<dtype>_test.cu) compares every output and gradient of each compact configuration with the
-//! shipped one's, byte for byte.
+//! tests/gpu/rglru/compact_config_tests.cuh (compact_<dtype>_test.cu) compares every output and gradient of each
+//! compact configuration with the shipped one's, byte for byte.
 //!
 //! Width tile / threads of each kernel, the shipped value in brackets where it differs ("-": shipped as is):
 //!

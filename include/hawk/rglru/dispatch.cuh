@@ -10,9 +10,9 @@
 //!
 //! Batch invariance: the configuration (and therefore every bit of the result) is chosen only from
 //! (dtype, mode, reset mode, W, H) — never from B, L, N or T — so a sequence gives the same bits whatever batch it is
-//! in and however it is split into calls (the device may swap in a compact configuration, below, with the same bits). Which kernel runs it (sequential or chunked)
-//! depends on the shape and the device, but both give the configuration's bits (tests/gpu/rglru/
-//! forward_chunked_test.cu and every per-dtype reference case compare them). In sm_90a builds (HAWK_BUILD_SM90A) two
+//! in and however it is split into calls (the device may swap in a compact configuration, below, with the same
+//! bits). Which kernel runs it (sequential or chunked) depends on the shape and the device, but both give the
+//! configuration's bits (tests/gpu/rglru/forward_chunked_test.cu and every per-dtype reference case compare them). In sm_90a builds (HAWK_BUILD_SM90A) two
 //! Hopper chunked forwards run the 16-bit fused configurations where they pay, with the same bits
 //! (tests/gpu/rglru/forward_wgmma_chunked_test.cu): at w = 256 the persistent one (`WgmmaPersistentForward`,
 //! operators/wgmma_persistent_forward.cuh; `detail::runs_wgmma_persistent`), at w = 128 the one-shot one
@@ -532,8 +532,9 @@ bool runs_chunked(const ForwardArguments& args, std::size_t workspace_bytes) {
 
 //! Whether Hopper operator Op (WgmmaChunkedForward or WgmmaPersistentForward) can run `args` here: the workspace
 //! forward_workspace_size asks for (it holds their carries: their chunks are longer than kDefaultChunk), its shared
-//! memory within what the dispatch may use (dispatch_fits) and can_implement (host checks, an sm_90 device, its shared memory; cached device attributes only), so that any
-//! refusal falls back to the other kernels instead of failing the call.
+//! memory within what the dispatch may use (dispatch_fits) and can_implement (host checks, an sm_90 device, its
+//! shared memory; cached device attributes only), so that any refusal falls back to the other kernels instead of
+//! failing the call.
 template <class Op>
 bool hopper_operator_fits(const ForwardArguments& args, std::size_t workspace_bytes) {
   return workspace_bytes >= Op::workspace_size(args) && dispatch_fits(Op::Config::kSharedBytes) &&

@@ -42,8 +42,12 @@ void check_family(const std::vector<std::int64_t>& lengths, bool packed, bool wi
                << " first length=" << lengths.front());
   const Problem p = rglru_test::make_problem<E>(F::kWidth, 2, lengths, packed, Mode, Policy::kMode, with_h0);
 
-  // ---- forward ----
-  const ForwardOutputs want = rglru_test::run_forward_outputs<E, hawk::rglru::Forward<typename F::Shipped>>(p);
+  // ---- forward (the shipped one's outputs, and its checkpoints for the backward below) ----
+  DeviceProblem<E> shipped(p, hawk::rglru::kDefaultTimeChunk);
+  thrust::device_vector<float> shipped_decay(static_cast<std::size_t>(p.num_sequences() * p.width));
+  hawk_test::poison(shipped_decay);
+  const ForwardOutputs want =
+      rglru_test::run_forward_on<E, hawk::rglru::Forward<typename F::Shipped>>(p, shipped, shipped_decay);
   if constexpr (F::kForwardDiffers) {
     DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
     thrust::device_vector<float> decay(static_cast<std::size_t>(p.num_sequences() * p.width));
@@ -56,18 +60,16 @@ void check_family(const std::vector<std::int64_t>& lengths, bool packed, bool wi
   if constexpr (F::kChunkedDiffers)
     CHECK(rglru_test::run_forward_outputs<E, hawk::rglru::ChunkedForward<typename F::Compact::Chunked>>(p) == want);
 
-  // ---- backward (after the shipped forward: its checkpoints) ----
+  // ---- backward (from the shipped forward's checkpoints) ----
   if constexpr (F::kBackwardDiffers) {
     const Upstream u = make_upstream<E>(p, true);
-    DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-    REQUIRE(rglru_test::run_forward<typename F::Shipped>(d.arguments(p), d.workspace).ok());
-    using Shipped = typename F::ShippedBackward;
+    using ShippedBackward = typename F::ShippedBackward;
     using Compact = typename F::CompactBackward;
     const std::vector<unsigned char> want_gradients =
-        run_backward_config<Shipped, BackwardScan::kSequential>(p, u, d).all_bytes();
-    const HostGradients compact = run_backward_config<Compact, BackwardScan::kSequential>(p, u, d);
+        run_backward_config<ShippedBackward, BackwardScan::kSequential>(p, u, shipped).all_bytes();
+    const HostGradients compact = run_backward_config<Compact, BackwardScan::kSequential>(p, u, shipped);
     CHECK(compact.all_bytes() == want_gradients);
-    CHECK(run_backward_config<Compact, BackwardScan::kChunked>(p, u, d).all_bytes() == want_gradients);
+    CHECK(run_backward_config<Compact, BackwardScan::kChunked>(p, u, shipped).all_bytes() == want_gradients);
     if (against_reference) check_against_reference<E>(p, u, compact);
   }
 }
