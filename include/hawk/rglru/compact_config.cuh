@@ -20,17 +20,18 @@
 //!
 //! | element    | mode        | w   | forward (stages) | chunked forward (sub-chunk) | backward (dW step) |
 //! |------------|-------------|-----|------------------|-----------------------------|--------------------|
-//! | bf16, fp16 | fused       | 64  | 32 [64] / 256    | 32 [64] / 256 (64)          | 32 [64] / 128 [256] |
+//! | bf16, fp16 | fused       | 64  | 32 [64] / 256    | 32 [64] / 256 (64)          | -                  |
 //! | bf16, fp16 | fused       | 256 | 8 [16] / 128 [256] | 16 [32] / 128 [256] (32)  | 16 [32] / 256      |
 //! | fp32       | fused       | 64  | -                | -                           | 16 [32] / 128 [256] (32 [64]) |
 //! | fp32       | fused       | 128 | 8 [32] / 256     | 16 [32] / 256 (32)          | 16 [32] / 128 [256] (32 [64]) |
 //! | fp32       | fused       | 256 | 8 [16] / 256     | 8 [16] / 128 [256] (32)     | 8 [16] / 128 [256] (32 [64])  |
 //! | fp32       | gate-logits | any | 32 / 256 (2 [3]) | -                           | -                  |
 //!
-//! Every other configuration fits 99 KB as shipped (bf16 / fp16 w = 128 and gate-logits mode). fp32 fused w = 256's
-//! compact sequential forward (162 KB) and sequential backward scan (105 KB) fit 163 KB, not 99 KB: its forward stages
-//! two 64-token chunks of the block's fp32 x rows (130 KB). A 99 KB GPU runs it through the chunked forward and the
-//! chunked backward scan alone, which fit (the default dispatch, dispatch.cuh).
+//! Every other configuration fits 99 KB as shipped: bf16 / fp16 w = 128, gate-logits mode, and 16-bit w = 64's
+//! backward (32-channel tiles of 128 threads, first this file's and now every GPU's: DefaultBackwardConfig). fp32
+//! fused w = 256's compact sequential forward (162 KB) and sequential backward scan (105 KB) fit 163 KB, not 99 KB:
+//! its forward stages two 64-token chunks of the block's fp32 x rows (130 KB). A 99 KB GPU runs it through the
+//! chunked forward and the chunked backward scan alone, which fit (the default dispatch, dispatch.cuh).
 
 #include <cstddef>
 #include <type_traits>
@@ -56,7 +57,7 @@ struct CompactTiles {
   static constexpr bool kFused = Mode == GateMode::kFused;
   static constexpr int kW = BlockWidth;
   static constexpr bool kForward = kFused ? (kFloat ? kW >= 128 : kW != 128) : kFloat;
-  static constexpr bool kBackward = kFused && (kFloat || kW != 128);
+  static constexpr bool kBackward = kFused && (kFloat || kW == 256);
   // forward
   static constexpr int kWidthTile = !kFused ? 32 : kW == 64 ? 32 : 8;
   static constexpr int kThreads = kFused && !kFloat && kW == 256 ? 128 : 256;
@@ -66,7 +67,7 @@ struct CompactTiles {
   static constexpr int kChunkedSubChunk = kW == 64 ? 64 : 32;
   static constexpr int kChunkedThreads = kW == 256 ? 128 : 256;
   // backward
-  static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : (kW == 64 ? 32 : 16);
+  static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : 16;
   static constexpr int kBackwardThreads = !kFloat && kW == 256 ? 256 : 128;
   static constexpr int kWeightGradStep = kFloat ? 32 : 64;
 };

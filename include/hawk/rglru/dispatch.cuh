@@ -56,9 +56,9 @@
 //! Backward: `hawk::rglru::backward(args, workspace, workspace_bytes, stream)` runs
 //! `Backward<DefaultBackwardConfig<F>::type>` where F is the forward configuration that `hawk::rglru::forward` picks
 //! for the same (dtype, mode, reset mode, w): BackwardConfig<F>, with F's bits, except that 16-bit w = 256 runs its
-//! scan in wider width tiles (DefaultBackwardConfig says why; the same bits). Every shipped configuration has
-//! TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must be 64 here; a forward run with a custom
-//! TimeChunk needs `Backward<BackwardConfig<ThatConfig>>`.
+//! scan in wider width tiles and 16-bit w = 64 its backward in narrower ones (DefaultBackwardConfig says why; the
+//! same bits). Every shipped configuration has TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must
+//! be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>`.
 //!
 //! Like the forward's, the choice depends only on (dtype, mode, reset mode, W, H), never on B, L, N or T (the device
 //! only between configurations with the same bits): row gradients are bitwise batch-invariant.
@@ -183,25 +183,36 @@ struct DefaultWgmmaPersistentConfig {
 };
 
 //! The shipped backward configuration for the shipped forward configuration `Config` (whose checkpoints it reads):
-//! BackwardConfig<Config>, except for 16-bit fused w = 256, whose backward scan runs 32-channel width tiles where
-//! the forward runs 16: each chunk's CTA then stages the block's x rows for twice the channels (x read 8 times a
-//! block, not 16) and half as many CTAs take their turn on the chain. The chunked scan alone 1.41x and 1.42x at
-//! (1, 8192, 2560, 10) and (1, 65536, 2560, 10), the backward 1.18-1.19x (H200, bf16, 2026-12-03,
-//! bench/results/2026-12-03-h200-bfd73cf-probes/scan_probe.txt; 64-channel tiles, one CTA per SM, gained less). Its
-//! d a_param keeps the 16-channel tiles' token grouping (BackwardConfig's DaParamRowStep), so every gradient keeps
-//! BackwardConfig<Config>'s bits (tests/gpu/rglru/backward_scan_width_test.cu). fp32 keeps 16 (32 would leave one
-//! CTA per SM); w = 128 keeps 32 (64 was slower in training at the seed shape, whose sequential scan kAuto runs).
-//! The sequential scan with 32-channel tiles holds one CTA per SM (138.8 KB; two with 16): at (4, 4096, 2560, 10)
-//! the backward took 2139.1 us through it, 2112.8 through 16-channel sequential tiles and 1782.9 through the
-//! chunked scan, which kAuto now runs there (scan probe, 2026-12-03, bench/results/2026-12-03-h200-1ccba9f-probes/).
+//! BackwardConfig<Config>, except that 16-bit fused mode retiles its backward where that runs faster; every gradient
+//! keeps BackwardConfig<Config>'s bits, its d a_param keeping the forward's tiles' token grouping (BackwardConfig's
+//! DaParamRowStep; tests/gpu/rglru/backward_scan_width_test.cu):
+//! - w = 256: 32-channel width tiles where the forward runs 16. Each chunk's CTA then stages the block's x rows for
+//!   twice the channels (x read 8 times a block, not 16) and half as many CTAs take their turn on the chain. The
+//!   chunked scan alone 1.41x and 1.42x at (1, 8192, 2560, 10) and (1, 65536, 2560, 10), the backward 1.18-1.19x
+//!   (H200, bf16, 2026-12-03, bench/results/2026-12-03-h200-bfd73cf-probes/scan_probe.txt; 64-channel tiles, one
+//!   CTA per SM, gained less). The sequential scan with 32-channel tiles holds one CTA per SM (138.8 KB; two with
+//!   16): at (4, 4096, 2560, 10) the backward took 2139.1 us through it, 2112.8 through 16-channel sequential tiles
+//!   and 1782.9 through the chunked scan, which kAuto runs there (bench/results/2026-12-03-h200-1ccba9f-probes/).
+//! - w = 64: 32-channel tiles of 128 threads where the forward runs 64 of 256 (the compact tiles of
+//!   compact_config.cuh): every kernel within 90 KB, so two CTAs per SM where the 64-channel ones (144.8 KB) hold
+//!   one, three for the chunked scan. At (16, 1024, 1024, 16) the backward alone took 404.5 us through their
+//!   sequential scan (which kAuto runs there), 426.4 through the 64-channel one; the chunked scan kernel 212.9
+//!   against 299.5 us (H200, bf16, 2026-12-03, bench/results/2026-12-03-h200-1f8890f-probes/scan_probe.txt).
+//! fp32 keeps its forward's tiles (32-channel w = 256 tiles would leave one CTA per SM); so does w = 128 (64-channel
+//! tiles were slower in training at the seed shape, whose sequential scan kAuto runs).
 template <class Config>
 struct DefaultBackwardConfig {
   using Base = BackwardConfig<Config>;
-  static constexpr bool kWiden = Config::kFused && sizeof(typename Config::Element) == 2 &&
-                                 Config::kBlockWidth == 256 && Config::kWidthTile == 16;
-  using Wide = ForwardConfig<typename Config::Element, Config::kBlockWidth, 32, Config::kTimeChunk,
-                             Config::kProducerThreads, typename Config::ResetPolicy, Config::kMode, Config::kStages>;
-  using type = std::conditional_t<kWiden, BackwardConfig<Wide, Base::kTf32Passes, Base::kDaParamRowStep>, Base>;
+  static constexpr bool kSixteenBitFused = Config::kFused && sizeof(typename Config::Element) == 2;
+  static constexpr bool kWiden = kSixteenBitFused && Config::kBlockWidth == 256 && Config::kWidthTile == 16;
+  static constexpr bool kNarrow = kSixteenBitFused && Config::kBlockWidth == 64 && Config::kWidthTile == 64 &&
+                                  Config::kProducerThreads == 256;
+  static constexpr int kWidthTile = kWiden ? 32 : kNarrow ? 32 : Config::kWidthTile;
+  static constexpr int kThreads = kNarrow ? 128 : Config::kProducerThreads;
+  using Retiled = ForwardConfig<typename Config::Element, Config::kBlockWidth, kWidthTile, Config::kTimeChunk, kThreads,
+                                typename Config::ResetPolicy, Config::kMode, Config::kStages>;
+  using type = std::conditional_t<kWiden || kNarrow, BackwardConfig<Retiled, Base::kTf32Passes, Base::kDaParamRowStep>,
+                                  Base>;
 };
 
 namespace detail {

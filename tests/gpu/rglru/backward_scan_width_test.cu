@@ -1,8 +1,9 @@
 // The backward scan's width tile does not change a bit: the default dispatch runs 16-bit w = 256 with 32-channel
 // scan tiles (DefaultBackwardConfig, dispatch.cuh) where the forward it pairs with runs 16, keeping the 16-channel
 // tiles' d a_param token grouping (BackwardConfig's DaParamRowStep), and its chunked scan stores its gates in the
-// dead weight tile (ScanLayout's kGatesInWeights, three CTAs per SM; fp32 w = 256 too, below). Every gradient of
-// both scan kernels must be bitwise BackwardConfig<shipped forward>'s, at every tail (L = 1, 2, odd, not a
+// dead weight tile (ScanLayout's kGatesInWeights, three CTAs per SM; fp32 w = 256 too, below); it runs 16-bit w = 64
+// with 32-channel tiles of 128 threads where the forward runs 64 of 256. Every gradient of both scan kernels must be
+// bitwise BackwardConfig<shipped forward>'s, at every tail (L = 1, 2, odd, not a
 // multiple of the chunk; packed with an empty sequence; resets at t = 0, mid-chunk, at chunk edges, consecutive).
 // Control: the same 32-channel tiles with their own grouping (DaParamRowStep 0) must change d a_param's bits and
 // nothing else, which shows that the comparison sees the grouping. (Against the float64 reference: check_one in
@@ -14,12 +15,13 @@ namespace {
 using namespace rglru_backward_test;
 using hawk::rglru::BackwardScan;
 
-//! Both scan kernels of `Wide` and the chunked one of `Narrow` give the bits of Narrow's sequential scan, every
-//! gradient, after the forward `Forward` (block width w, H = 2).
-template <class E, class Policy, class Forward, class Narrow, class Wide>
+//! Both scan kernels of `Retiled` and the chunked one of `Paired` (BackwardConfig<Forward>, in the forward's
+//! tiles) give the bits of Paired's sequential scan, every gradient, after the forward `Forward` (block width w,
+//! H = 2).
+template <class E, class Policy, class Forward, class Paired, class Retiled>
 void check_configs_agree(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
-  INFO("policy=" << Policy::kName << " w=" << Forward::kBlockWidth << " tiles " << Narrow::kWidthTile << " / "
-                 << Wide::kWidthTile << " packed=" << packed << " h0=" << with_h0 << " N=" << lengths.size()
+  INFO("policy=" << Policy::kName << " w=" << Forward::kBlockWidth << " tiles " << Paired::kWidthTile << " / "
+                 << Retiled::kWidthTile << " packed=" << packed << " h0=" << with_h0 << " N=" << lengths.size()
                  << " first length=" << lengths.front());
   const Problem p = rglru_test::make_problem<E>(2 * Forward::kBlockWidth, 2, lengths, packed, GateMode::kFused,
                                                 Policy::kMode, with_h0);
@@ -28,11 +30,11 @@ void check_configs_agree(const std::vector<std::int64_t>& lengths, bool packed, 
   const hawk::Status forward_status = rglru_test::run_forward<Forward>(d.arguments(p), d.workspace);
   INFO("forward: " << forward_status.to_string());
   REQUIRE(forward_status.ok());
-  const HostGradients narrow = run_backward_config<Narrow, BackwardScan::kSequential>(p, u, d);
-  const std::vector<unsigned char> want = narrow.all_bytes();
-  CHECK(run_backward_config<Wide, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
-  CHECK(run_backward_config<Wide, BackwardScan::kSequential>(p, u, d).all_bytes() == want);
-  CHECK(run_backward_config<Narrow, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
+  const HostGradients paired = run_backward_config<Paired, BackwardScan::kSequential>(p, u, d);
+  const std::vector<unsigned char> want = paired.all_bytes();
+  CHECK(run_backward_config<Retiled, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
+  CHECK(run_backward_config<Retiled, BackwardScan::kSequential>(p, u, d).all_bytes() == want);
+  CHECK(run_backward_config<Paired, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
 }
 
 //! The default dispatch's 16-bit w = 256 backward against BackwardConfig<its forward>.
@@ -52,6 +54,21 @@ void check_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool
   check_configs_agree<E, Policy, Forward, Narrow, Wide>(lengths, packed, with_h0);
 }
 
+//! The default dispatch's 16-bit w = 64 backward (32-channel tiles, 128 threads) against BackwardConfig<its forward>
+//! (64-channel tiles, 256 threads): both scans group d a_param by 16 tokens, so one group a thread.
+template <class E, class Policy>
+void check_narrow_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
+  using Forward = ShippedForward<E, Policy, GateMode::kFused, 64>;
+  using Paired = hawk::rglru::BackwardConfig<Forward>;
+  using Narrow = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
+  static_assert(Forward::kWidthTile == 64 && Forward::kProducerThreads == 256 && Narrow::kWidthTile == 32 &&
+                    Narrow::kThreads == 128,
+                "the shipped 16-bit w = 64 tiles changed");
+  static_assert(Narrow::kDaParamRowStep == Paired::kScanRowStep && Narrow::kScanRowStep == Paired::kScanRowStep,
+                "the narrow scan must group d a_param as the paired one");
+  check_configs_agree<E, Policy, Forward, Paired, Narrow>(lengths, packed, with_h0);
+}
+
 }  // namespace
 
 TEST_CASE("backward scan width: 32-channel tiles give the 16-channel tiles' bits at w = 256 (bf16, fp16)",
@@ -64,6 +81,18 @@ TEST_CASE("backward scan width: 32-channel tiles give the 16-channel tiles' bits
   check_same_bits<BF, ResetAtSequenceStart>({sanitizing() ? 300 : 1000}, false, false);
   check_same_bits<__half, ResetFlags>({17, 0, 64, 1, 130, 257}, true, false);
   check_same_bits<__half, hawk::rglru::NoReset>({193, 70}, true, true);
+}
+
+TEST_CASE("backward scan width: 32-channel tiles of 128 threads give the 64-channel tiles' bits at w = 64 (bf16, "
+          "fp16)", "[backward][scan_width]") {
+  using hawk::rglru::ResetAtSequenceStart;
+  using hawk::rglru::ResetFlags;
+  using BF = __nv_bfloat16;
+  for (std::int64_t L : {1, 2, 17, 64, 65, 300}) check_narrow_same_bits<BF, ResetFlags>({L, L}, false, true);
+  check_narrow_same_bits<BF, ResetFlags>({17, 0, 64, 1, 130, 257}, true, true);
+  check_narrow_same_bits<BF, ResetAtSequenceStart>({sanitizing() ? 300 : 1000}, false, false);
+  check_narrow_same_bits<__half, ResetFlags>({17, 0, 64, 1, 130, 257}, true, false);
+  check_narrow_same_bits<__half, hawk::rglru::NoReset>({193, 70}, true, true);
 }
 
 TEST_CASE("backward scan width: groups of several tokens, w = 128 with 64-channel tiles summing d a_param as the "
