@@ -12,9 +12,11 @@
 //   context_parallel                one rank per GPU through NCCL (needs >= 2 GPUs and NCCL; else exit 77)
 //   context_parallel --emulate P    P ranks as P threads on ONE GPU: same rank code, the transport is streams,
 //                                   events and cudaMemcpyAsync instead of NCCL
-//   context_parallel --bench [JSON] strong scaling over NCCL at B=1, L=131072, W=2560, H=10 (issue 7's shape):
-//                                   forward+backward on 1, 2, 4, 8 GPUs (as many as there are), both modes,
-//                                   median of 10 steps after 2 warm-up steps, each checked against 1 GPU
+//   context_parallel --bench [JSON] [--length L]
+//                                   strong scaling over NCCL at B=1, L=131072 (or L), W=2560, H=10 (issue 7's
+//                                   shape; issue 20 adds L=524288): forward+backward on 1, 2, 4, 8 GPUs (as many
+//                                   as there are), both modes, median of 10 steps after 2 warm-up steps, each
+//                                   checked against 1 GPU
 // NCCL_NVLS_ENABLE is set to 0 unless already set (NVLink multicast off). Exit codes: 0 success, 1 mismatch or
 // error, 77 skipped (no GPU, fewer than 2 GPUs or no NCCL for the NCCL mode).
 #include <cuda_runtime_api.h>
@@ -557,17 +559,18 @@ std::string early_exits(const std::vector<RankResult>& results) {
 
 // ---- strong scaling ------------------------------------------------------------------------------------------
 
-int run_bench(int devices, const char* json_path) {
+int run_bench(int devices, const char* json_path, long long length) {
 #if !defined(HAWK_CP_WITH_NCCL)
   (void)devices;
   (void)json_path;
+  (void)length;
   std::printf("built without NCCL: the benchmark is unavailable: skipped\n");
   return 77;
 #else
   Dims d;
   d.batch = 1;
   d.micro_batches = 1;
-  d.length = 131072;
+  d.length = length;
   d.width = 2560;
   d.blocks = 10;
   constexpr int kWarmup = 2, kTimed = 10;
@@ -630,16 +633,32 @@ int main(int argc, char** argv) {
   int emulated_ranks = 0;
   bool bench = false;
   const char* json_path = nullptr;
+  long long bench_length = 131072;
+  bool length_given = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--emulate") == 0 && i + 1 < argc) {
       emulated_ranks = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--bench") == 0) {
       bench = true;
       if (i + 1 < argc && argv[i + 1][0] != '-') json_path = argv[++i];
+    } else if (std::strcmp(argv[i], "--length") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      bench_length = std::strtoll(argv[++i], &end, 10);
+      length_given = true;
+      // A multiple of 512: at up to 8 GPUs every piece is a whole number of 64-token chunks, as at the issues' shapes.
+      if (end == nullptr || *end != '\0' || bench_length < 512 || bench_length % 512 != 0 ||
+          bench_length > (1LL << 22)) {
+        std::fprintf(stderr, "--length must be a multiple of 512 in [512, 4194304], got %s\n", argv[i]);
+        return 1;
+      }
     } else {
-      std::fprintf(stderr, "usage: context_parallel [--emulate P | --bench [JSON]]\n");
+      std::fprintf(stderr, "usage: context_parallel [--emulate P | --bench [JSON] [--length L]]\n");
       return 1;
     }
+  }
+  if (length_given && !bench) {
+    std::fprintf(stderr, "--length goes with --bench\n");
+    return 1;
   }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -647,7 +666,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast off unless the user chose otherwise
-  if (bench) return run_bench(devices, json_path);
+  if (bench) return run_bench(devices, json_path, bench_length);
   const bool emulate = emulated_ranks > 0;
   const int ranks = emulate ? emulated_ranks : devices;
   if (!emulate) {

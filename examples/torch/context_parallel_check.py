@@ -10,9 +10,9 @@ reference's, and the fp32 parameter gradients, all-reduced over ranks, within 1e
 here because the corrections stop early and the carry's weight A underflows to 0 over 1500 tokens; it reports
 how its corrections went.) Exit status 0 when every rank agrees in both modes, 1 otherwise.
 
-With ``--bench [JSON]`` it then times forward+backward at B = 1, L = 131072, W = 2560, H = 10 (bf16, fused): one
-call on one GPU, and both modes over all ranks; each step from a barrier to the slowest rank's end, median of
-10 after 2 warm-up steps.
+With ``--bench [JSON]`` it then times forward+backward at B = 1, L = 131072 (``--length L`` for another, a
+multiple of 512: issue 20 runs 524288), W = 2560, H = 10 (bf16, fused): one call on one GPU, and both modes over
+all ranks; each step from a barrier to the slowest rank's end, median of 10 after 2 warm-up steps.
 """
 
 import json
@@ -102,8 +102,8 @@ def check(mode: str, B: int, rank: int, ranks: int, device) -> bool:
     return int(verdict.item()) == 0
 
 
-def bench(rank: int, ranks: int, device, path) -> None:
-    B, L, W, H = 1, 131072, 2560, 10
+def bench(rank: int, ranks: int, device, path, L: int) -> None:
+    B, W, H = 1, 2560, 10
     w = W // H
     generator = torch.Generator().manual_seed(99)
 
@@ -143,11 +143,12 @@ def bench(rank: int, ranks: int, device, path) -> None:
         return statistics.median(times)
 
     single = timed(one_call, everyone=False)
-    rows = [{"gpus": 1, "mode": "single", "median_ms": single, "speedup": 1.0}]
+    rows = [{"gpus": 1, "mode": "single", "median_ms": single, "speedup": 1.0, "efficiency": 1.0}]
     for mode in ("exact", "fast"):
         before = dict(corrections)
         ms = timed(pieces(mode))
-        row = {"gpus": ranks, "mode": mode, "median_ms": ms, "speedup": single / ms}
+        row = {"gpus": ranks, "mode": mode, "median_ms": ms, "speedup": single / ms,
+               "efficiency": single / ms / ranks}
         if mode == "fast":
             row["corrections_stopped_early"] = corrections["stopped_early"] - before["stopped_early"]
             row["corrections_whole_piece"] = corrections["whole_piece"] - before["whole_piece"]
@@ -155,7 +156,8 @@ def bench(rank: int, ranks: int, device, path) -> None:
     if rank == 0:
         for row in rows:
             print(f"torch bench, fwd+bwd B=1 L={L} W={W} H={H} bf16 fused: {row['gpus']} GPU(s) {row['mode']:6} "
-                  f"{row['median_ms']:8.3f} ms  speed-up {row['speedup']:.2f}x", flush=True)
+                  f"{row['median_ms']:8.3f} ms  speed-up {row['speedup']:.2f}x  efficiency "
+                  f"{100 * row['efficiency']:3.0f}%", flush=True)
         if path:
             record = {"benchmark": "hawk_torch_context_parallel_strong_scaling",
                       "gpu": torch.cuda.get_device_name(device), "gpus": ranks,
@@ -169,8 +171,21 @@ def bench(rank: int, ranks: int, device, path) -> None:
                 json.dump(record, f, indent=2)
 
 
+def bench_length() -> int:
+    """The benchmark's L: ``--length L`` (a multiple of 512, so that every piece of up to 8 ranks is whole
+    64-token chunks), 131072 without it."""
+    if "--length" not in sys.argv:
+        return 131072
+    at = sys.argv.index("--length")
+    text = sys.argv[at + 1] if at + 1 < len(sys.argv) else ""
+    if not text.isdigit() or int(text) < 512 or int(text) % 512 != 0:
+        raise SystemExit(f"--length must be a positive multiple of 512, got {text!r}")
+    return int(text)
+
+
 def main() -> int:
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    length = bench_length()  # refused before any process group exists
     dist.init_process_group("nccl")
     rank, ranks = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
@@ -179,7 +194,8 @@ def main() -> int:
     passed = check("fast", 1, rank, ranks, device) and passed
     if "--bench" in sys.argv:
         at = sys.argv.index("--bench")
-        bench(rank, ranks, device, sys.argv[at + 1] if at + 1 < len(sys.argv) else None)
+        path = sys.argv[at + 1] if at + 1 < len(sys.argv) and not sys.argv[at + 1].startswith("--") else None
+        bench(rank, ranks, device, path, length)
     dist.destroy_process_group()
     return 0 if passed else 1
 
