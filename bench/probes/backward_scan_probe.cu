@@ -288,6 +288,9 @@ int main(int argc, char** argv) {
     Problem p(Shape{4, 2048, 2048, 16, 0});
     both_scans<128, 32, 32>(p);  // shipped
     both_scans<128, 64, 32>(p);
+    // Not yet run (added 2026-12-03 after w = 64's narrower tiles won): 16-channel tiles of 128 threads, whose row
+    // step (128 / 4 = 32) is the shipped one's, so the same bits with half the shared memory per CTA.
+    both_scans<128, 16, 32, 128>(p);
     collect(p);
   }
   {
@@ -319,6 +322,9 @@ int main(int argc, char** argv) {
     Problem p(Shape{1, L, 2560, 10, 0});
     both_scans<256, 32, 64>(p);  // shipped since 2026-12-03
     both_scans<256, 16, 64>(p);  // shipped before
+    // Not yet run: the same tiles with 128 threads (row steps 16 and 32, the shipped grouping of 64 tokens).
+    both_scans<256, 32, 64, 128>(p);
+    both_scans<256, 16, 64, 128>(p);
     // (64-channel tiles lost at both shapes on 2026-12-03, and with the 16-channel grouping their sequential
     // kernel's d a_param shares no longer fit its shared memory.)
     collect(p);
