@@ -9,11 +9,16 @@
 #      has that many GPUs);
 #   3. the same strong scaling through hawk_torch.context_parallel under torchrun, one process per GPU
 #      (examples/torch/context_parallel_check.py --bench JSON --length L).
-# Everything goes to OUTDIR (logs, JSON); a short summary to stdout.
+# Everything goes to OUTDIR (logs, JSON); a short summary to stdout. Each step has a time limit within DEADLINE
+# seconds of the start (default 570: one device call), so a hung NCCL run cannot take the call. The device's copy
+# has no .git: pass HAWK_COMMIT for the JSON records.
 #
-#   bench/run-context-parallel-scaling.sh OUTDIR
+#   HAWK_COMMIT=abc1234 bench/run-context-parallel-scaling.sh OUTDIR [DEADLINE_SECONDS]
 set -uo pipefail
-out=${1:?usage: bench/run-context-parallel-scaling.sh OUTDIR}
+out=${1:?usage: bench/run-context-parallel-scaling.sh OUTDIR [DEADLINE_SECONDS]}
+deadline=${2:-570}
+start=$(date +%s)
+left() { echo $(( deadline - ($(date +%s) - start) )); }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,31 +32,34 @@ lengths=${HAWK_CP_LENGTHS:-"131072 524288"}
 # The wheel and its pytest suite build and run beside the example's build.
 (
   export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(( $(nproc) / 2 ))
-  bash examples/torch/run_wheel_check_on_gpu.sh "$out/wheel" > "$out/torch-wheel.log" 2>&1
+  timeout $(( $(left) - 200 )) bash examples/torch/run_wheel_check_on_gpu.sh "$out/wheel" > "$out/torch-wheel.log" 2>&1
   echo $? > "$out/torch-wheel.rc"
 ) &
 wheel_lane=$!
 
 t0=$(date +%s)
+stop_wheel_lane() { pkill -TERM -P "$wheel_lane" 2>/dev/null; kill "$wheel_lane" 2>/dev/null; }  # timeout passes it on
 cmake -S . -B build-cp -G Ninja -DCMAKE_BUILD_TYPE=Release -DHAWK_BUILD_TESTS=OFF -DHAWK_BUILD_BENCHMARKS=OFF \
-  > "$out/configure.log" 2>&1 || { tail -n 40 "$out/configure.log"; exit 1; }
+  > "$out/configure.log" 2>&1 || { tail -n 40 "$out/configure.log"; stop_wheel_lane; exit 1; }
 cmake --build build-cp -j "$(( $(nproc) / 2 ))" --target context_parallel > "$out/build.log" 2>&1 ||
-  { grep -E "error|FAILED" -A3 "$out/build.log" | head -n 40; exit 1; }
+  { grep -E "error|FAILED" -A3 "$out/build.log" | head -n 40; stop_wheel_lane; exit 1; }
 echo "example built in $(( $(date +%s) - t0 )) s"
 wait "$wheel_lane"
 echo "hawk_torch wheel and pytest: rc $(cat "$out/torch-wheel.rc")"; tail -n 3 "$out/wheel/pytest.log" 2>/dev/null
-grep -E "test_both_modes_over_nccl" "$out/wheel/pytest.log" 2>/dev/null | head -n 6
+# (pytest -q -rs names the torchrun checks only when they fail or skip)
+grep -E "test_both_modes_over_nccl|ranks needs" "$out/wheel/pytest.log" 2>/dev/null | head -n 6
 
 for L in $lengths; do
-  build-cp/examples/context_parallel/context_parallel --bench "$out/context_parallel_L$L.json" --length "$L" \
+  timeout $(( $(left) > 130 ? 120 : $(left) - 10 )) \
+    build-cp/examples/context_parallel/context_parallel --bench "$out/context_parallel_L$L.json" --length "$L" \
     > "$out/context_parallel_L$L.txt" 2>&1
   echo "C++ example, L = $L: rc $?"; grep -E "GPU|matches|MISMATCH" "$out/context_parallel_L$L.txt"
 done
 
 vpython=$(cat "$out/wheel/venv-python" 2>/dev/null)
-if [ -n "$vpython" ] && [ -x "$vpython" ]; then
+if [ -n "$vpython" ] && (cd /tmp && HAWK_TORCH_TEST_INSTALLED=1 "$vpython" -c "import hawk_torch") > /dev/null 2>&1; then
   for L in $lengths; do
-    (cd /tmp && HAWK_TORCH_TEST_INSTALLED=1 "$vpython" -m torch.distributed.run --standalone --nproc-per-node "$gpus" \
+    (cd /tmp && HAWK_TORCH_TEST_INSTALLED=1 timeout $(( $(left) - 5 )) "$vpython" -m torch.distributed.run --standalone --nproc-per-node "$gpus" \
        "$here/examples/torch/context_parallel_check.py" --bench "$out/torch_context_parallel_L$L.json" --length "$L") \
       > "$out/torch_context_parallel_L$L.txt" 2>&1
     echo "hawk_torch under torchrun, $gpus ranks, L = $L: rc $?"

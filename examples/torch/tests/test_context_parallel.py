@@ -7,7 +7,8 @@
   When the carry dies out within the corrected tokens, the corrections stop early and y, h_final, the row
   gradients and dh0 are bitwise one call's; with long memories they rerun the piece and stay within fp32
   rounding.
-* On two GPUs: examples/torch/context_parallel_check.py under torchrun (both modes, through NCCL)."""
+* On 2, 4 and 8 GPUs (each where the machine has them): examples/torch/context_parallel_check.py under torchrun
+  (both modes, through NCCL)."""
 
 import math
 import os

@@ -344,6 +344,10 @@ Status visit_backward_config(Visit&& visit) {
                                             WeightGradProductLayout<Compact>::kSharedBytes <= kSharedMemory99KB)) &&
                       backward_detail::ScanLayout<Compact>::kSharedBytes <= kSharedMemory163KB,
                   "a compact backward configuration outgrew the shared memory it is sized for");
+    // A shipped backward that its compact family keeps as it is (16-bit w = 64 and 128, gate-logits mode) runs on
+    // a 99 KB GPU with no fallback, so all its kernels must fit there.
+    static_assert(!std::is_same<Shipped, Compact>::value || backward_shared_bytes<Shipped>() <= kSharedMemory99KB,
+                  "a shipped backward configuration kept by its compact family outgrew 99 KB");
     if constexpr (!std::is_same<Shipped, Compact>::value) {
       if (!dispatch_fits(backward_shared_bytes<Shipped>())) {
         if (!dispatch_fits(backward_detail::ScanLayout<Compact>::kSharedBytes))

@@ -1,5 +1,5 @@
 // The bf16 compact configurations give the shipped ones' bits (compact_config_tests.cuh): fused w = 64 and 256
-// (w = 128 and gate-logits mode fit 99 KB as shipped).
+// (w = 128, gate-logits mode and w = 64's backward fit 99 KB as shipped).
 #include "compact_config_tests.cuh"
 
 namespace {
@@ -10,7 +10,8 @@ using hawk::rglru::ResetAtSequenceStart;
 using hawk::rglru::ResetFlags;
 }  // namespace
 
-TEST_CASE("compact configurations: bf16 fused w = 64 and 256, forward, chunked forward, backward", "[compact]") {
+TEST_CASE("compact configurations: bf16 fused w = 64 and 256, forward, chunked forward, backward (w = 256)",
+          "[compact]") {
   for (std::int64_t L : {1, 2, 17, 64, 65, 300})
     check_family<BF, ResetFlags, GateMode::kFused, 64>({L, L}, false, true, L == 65);
   check_family<BF, ResetFlags, GateMode::kFused, 64>({17, 0, 64, 1, 130, 257}, true, true, true);

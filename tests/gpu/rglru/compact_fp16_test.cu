@@ -7,7 +7,8 @@ using hawk::rglru::NoReset;
 using hawk::rglru::ResetFlags;
 }  // namespace
 
-TEST_CASE("compact configurations: fp16 fused w = 64 and 256, forward, chunked forward, backward", "[compact]") {
+TEST_CASE("compact configurations: fp16 fused w = 64 and 256, forward, chunked forward, backward (w = 256)",
+          "[compact]") {
   check_family<__half, ResetFlags, GateMode::kFused, 64>({17, 0, 64, 1, 130, 257}, true, true, true);
   check_family<__half, NoReset, GateMode::kFused, 256>({193, 70}, true, true, true);
   check_family<__half, ResetFlags, GateMode::kFused, 256>({65, 65}, false, false, false);
