@@ -69,30 +69,39 @@ void check_narrow_same_bits(const std::vector<std::int64_t>& lengths, bool packe
   check_configs_agree<E, Policy, Forward, Paired, Narrow>(lengths, packed, with_h0);
 }
 
+//! The default dispatch's retiled backward at w (256: check_same_bits, 64: check_narrow_same_bits) at every tail:
+//! L = 1, 2, odd, a chunk, not a multiple of it; packed with an empty sequence; three reset policies; bf16 and fp16.
+template <int BlockWidth>
+void check_every_tail() {
+  using hawk::rglru::ResetAtSequenceStart;
+  using hawk::rglru::ResetFlags;
+  using BF = __nv_bfloat16;
+  const auto check = [](auto element, auto policy, const std::vector<std::int64_t>& lengths, bool packed,
+                        bool with_h0) {
+    using E = decltype(element);
+    using Policy = decltype(policy);
+    if constexpr (BlockWidth == 256)
+      check_same_bits<E, Policy>(lengths, packed, with_h0);
+    else
+      check_narrow_same_bits<E, Policy>(lengths, packed, with_h0);
+  };
+  for (std::int64_t L : {1, 2, 17, 64, 65, 300}) check(BF{}, ResetFlags{}, {L, L}, false, true);
+  check(BF{}, ResetFlags{}, {17, 0, 64, 1, 130, 257}, true, true);
+  check(BF{}, ResetAtSequenceStart{}, {sanitizing() ? 300 : 1000}, false, false);
+  check(__half{}, ResetFlags{}, {17, 0, 64, 1, 130, 257}, true, false);
+  check(__half{}, hawk::rglru::NoReset{}, {193, 70}, true, true);
+}
+
 }  // namespace
 
 TEST_CASE("backward scan width: 32-channel tiles give the 16-channel tiles' bits at w = 256 (bf16, fp16)",
           "[backward][scan_width]") {
-  using hawk::rglru::ResetAtSequenceStart;
-  using hawk::rglru::ResetFlags;
-  using BF = __nv_bfloat16;
-  for (std::int64_t L : {1, 2, 17, 64, 65, 300}) check_same_bits<BF, ResetFlags>({L, L}, false, true);
-  check_same_bits<BF, ResetFlags>({17, 0, 64, 1, 130, 257}, true, true);
-  check_same_bits<BF, ResetAtSequenceStart>({sanitizing() ? 300 : 1000}, false, false);
-  check_same_bits<__half, ResetFlags>({17, 0, 64, 1, 130, 257}, true, false);
-  check_same_bits<__half, hawk::rglru::NoReset>({193, 70}, true, true);
+  check_every_tail<256>();
 }
 
 TEST_CASE("backward scan width: 32-channel tiles of 128 threads give the 64-channel tiles' bits at w = 64 (bf16, "
           "fp16)", "[backward][scan_width]") {
-  using hawk::rglru::ResetAtSequenceStart;
-  using hawk::rglru::ResetFlags;
-  using BF = __nv_bfloat16;
-  for (std::int64_t L : {1, 2, 17, 64, 65, 300}) check_narrow_same_bits<BF, ResetFlags>({L, L}, false, true);
-  check_narrow_same_bits<BF, ResetFlags>({17, 0, 64, 1, 130, 257}, true, true);
-  check_narrow_same_bits<BF, ResetAtSequenceStart>({sanitizing() ? 300 : 1000}, false, false);
-  check_narrow_same_bits<__half, ResetFlags>({17, 0, 64, 1, 130, 257}, true, false);
-  check_narrow_same_bits<__half, hawk::rglru::NoReset>({193, 70}, true, true);
+  check_every_tail<64>();
 }
 
 TEST_CASE("backward scan width: groups of several tokens, w = 128 with 64-channel tiles summing d a_param as the "
