@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "hawk/reference/rglru.hpp"
-#include "hawk/rglru/dispatch.cuh"  // forward only: each suite file compiles what it tests
+#include "dispatch_instances.hpp"  // the default dispatch (in hawk_gpu_rglru instantiated once for the suite)
 #include "hawk_test/device_buffers.cuh"
 
 namespace rglru_test {
