@@ -41,7 +41,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 status=0
 t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release -DHAWK_BUILD_PROBES=ON \
   > "$out/configure.log" 2>&1 || { tail -n 40 "$out/configure.log"; exit 1; }
 cmake --build build-gpu -j "$(nproc)" -- -k 0 > "$out/build.log" 2>&1 || { status=1; grep -E "error|FAILED" -A3 "$out/build.log" | head -n 60; }
 echo "build: $(( $(date +%s) - t0 )) s"
