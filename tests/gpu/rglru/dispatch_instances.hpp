@@ -12,16 +12,21 @@
 
 #include "hawk/rglru/dispatch.cuh"
 
+//! The dispatch's entry points the suite calls, each as `PREFIX` (extern template / template) plus its signature: one
+//! list for the declarations below and the instantiations in dispatch_instances.cu.
+#define HAWK_TEST_RGLRU_DISPATCH_ENTRY_POINTS(PREFIX)                                              \
+  namespace hawk {                                                                                 \
+  namespace rglru {                                                                                \
+  PREFIX Status forward<void>(const ForwardArguments&, void*, std::size_t, cudaStream_t);          \
+  PREFIX Status decode<void>(const ForwardArguments&, void*, std::size_t, cudaStream_t);           \
+  PREFIX Status backward<void>(const BackwardArguments&, void*, std::size_t, cudaStream_t);        \
+  PREFIX std::size_t forward_workspace_size<void>(const ForwardArguments&);                        \
+  PREFIX std::size_t backward_workspace_size<void>(const BackwardArguments&);                      \
+  PREFIX Status forward_can_implement<void>(const ForwardArguments&);                              \
+  PREFIX Status backward_can_implement<void>(const BackwardArguments&);                            \
+  }                                                                                                \
+  }
+
 #if defined(HAWK_TEST_SHARED_DISPATCH)
-namespace hawk {
-namespace rglru {
-extern template Status forward<void>(const ForwardArguments&, void*, std::size_t, cudaStream_t);
-extern template Status decode<void>(const ForwardArguments&, void*, std::size_t, cudaStream_t);
-extern template Status backward<void>(const BackwardArguments&, void*, std::size_t, cudaStream_t);
-extern template std::size_t forward_workspace_size<void>(const ForwardArguments&);
-extern template std::size_t backward_workspace_size<void>(const BackwardArguments&);
-extern template Status forward_can_implement<void>(const ForwardArguments&);
-extern template Status backward_can_implement<void>(const BackwardArguments&);
-}  // namespace rglru
-}  // namespace hawk
+HAWK_TEST_RGLRU_DISPATCH_ENTRY_POINTS(extern template)
 #endif
