@@ -69,7 +69,7 @@ struct CompactTiles {
   // backward
   static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : 16;
   static constexpr int kBackwardThreads = !kFloat && kW == 256 ? 256 : 128;
-  static constexpr int kWeightGradStep = kFloat ? 32 : 64;
+  static constexpr int kWeightGradStep = kFloat ? 32 : 0;  // 0: BackwardConfig's own for the tile (within 99 KB)
 };
 
 }  // namespace detail

@@ -304,9 +304,10 @@ constexpr int kWeightGradSegment = 1024;
 //! \tparam DaParamRowStep_ the token grouping of each chunk's d a_param partial (kDaParamRowStep below); 0 takes the
 //!                         scan's own row step
 //! \tparam WeightGradStep_ tokens per pipeline step of the weight-gradient product (kWeightGradStep below): speed and
-//!                         shared memory only, never the bits
+//!                         shared memory only, never the bits; 0 takes the tile's own (32 for the 128-row tiles,
+//!                         else 64)
 template <class ForwardConfig_, int Tf32Passes_ = default_tf32_passes<typename ForwardConfig_::Element>(),
-          int DaParamRowStep_ = 0, int WeightGradStep_ = 64>
+          int DaParamRowStep_ = 0, int WeightGradStep_ = 0>
 struct BackwardConfig {
   //! The forward configuration this backward is paired with (it wrote the checkpoints). Not `Forward`, which
   //! names the forward operator.
@@ -348,23 +349,35 @@ struct BackwardConfig {
   // ---- block-diagonal products (fused mode) ----------------------------------------------------------------
   //! Both product kernels: 8 warps; the reduction axis (o for dx, t for dW) staged kDxStep / kWeightGradStep deep
   //! per pipeline step (the depth does not change the bits: every output's products chain in the same k order).
+  //! Nor do the tiles: every output's chain is the same whatever tile holds it (bench/probes/backward_products_probe
+  //! compares every byte). Their sizes set how often each staged byte is used: the kernels are bound by what they
+  //! stage, so 16-bit elements take larger tiles where the block allows (H200, bf16, 2026-12-03, seventeenth
+  //! session: bench/results/2026-12-03-h200-3c2f3b6-tiles/).
   static constexpr int kProductThreads = 256;
+  static constexpr bool kSixteenBitProducts = sizeof(Element) == 2;
   static constexpr int kDxStep = 32;
-  static constexpr int kWeightGradStep = WeightGradStep_;
   //! dx: one CTA per 64 tokens x kDxCols channels of one block (all of a block up to w = 128, so that a CTA
-  //! reads its gradient rows once), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of
-  //! the register allocator (__launch_bounds__): three where three fit in shared memory (16-bit elements: 58 and
-  //! 69 KB a CTA), two for fp32 (83 KB a CTA), which would only spill under a three-CTA register cap.
+  //! reads its gradient rows once; 16-bit w = 256 too, 88 KB, 1.05x over two 128-channel tiles at (1, 8192, 2560,
+  //! 10) and (1, 65536, 2560, 10)), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of the
+  //! register allocator (__launch_bounds__): three where three fit in shared memory (16-bit elements: 58 and 69 KB
+  //! a CTA), two for fp32 (83 KB a CTA), which would only spill under a three-CTA register cap, and for the 88 KB
+  //! tiles.
+  static constexpr bool kWholeBlockDx = kSixteenBitProducts && kBlockWidth == 256;
   static constexpr int kDxRows = 64;
-  static constexpr int kDxCols = kBlockWidth > 64 ? 128 : 64;
+  static constexpr int kDxCols = kWholeBlockDx ? 256 : kBlockWidth > 64 ? 128 : 64;
   static constexpr int kDxStages = 3;
-  static constexpr int kDxMinBlocks = sizeof(Element) == 4 ? 2 : 3;
+  static constexpr int kDxMinBlocks = sizeof(Element) == 4 || kWholeBlockDx ? 2 : 3;
   //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
-  //! lost at every benchmark shape, 2026-12-03). Two 64-deep stages (92 KB with 16-bit x, 110 KB with fp32, two
-  //! CTAs per SM): half the barriers of three 32-deep ones, 1.11-1.20x at the four benchmark shapes (H200, bf16,
-  //! bench/results/2026-12-03-h200-bfd73cf-probes/).
-  static constexpr int kWeightGradTile = 64;
+  //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile
+  //! (each staged gradient used for twice the products) in two 32-deep stages (54 KB; every GPU's 99 KB holds it):
+  //! 1.18x, 1.15x and 1.20x over the 64 x 64 tiles at (4, 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536,
+  //! 2560, 10) (64-deep stages, 108 KB, gained 4% more on the H200 but fit no 99 KB GPU). Otherwise 64 x 64 tiles
+  //! in two 64-deep stages (92 KB with 16-bit x, 110 KB with fp32, two CTAs per SM): half the barriers of three
+  //! 32-deep ones, 1.11-1.20x at the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/).
+  static constexpr bool kWideWeightGradTile = kSixteenBitProducts && kBlockWidth % 128 == 0;
+  static constexpr int kWeightGradStep = WeightGradStep_ != 0 ? WeightGradStep_ : kWideWeightGradTile ? 32 : 64;
+  static constexpr int kWeightGradTile = kWideWeightGradTile ? 128 : 64;
   static constexpr int kWeightGradCols = 64;
   static constexpr int kWeightGradStages = 2;
   static constexpr int kWeightGradMinBlocks = 2;

@@ -186,14 +186,16 @@ class Backward {
                    "block width w = W / H = " + std::to_string(s.block_width()) +
                        " but the configuration's BlockWidth is " + std::to_string(Config::kBlockWidth));
       HAWK_REQUIRE(s.num_blocks * WeightGradLayout::kRowTiles <= 65535, StatusCode::kInvalidArgument,
-                   "num_blocks H * ceil(w / 64) exceeds the grid limit 65535");
+                   "num_blocks H * ceil(w / " + std::to_string(WeightGradLayout::kRows) +
+                       ") (the weight-gradient grid) exceeds the grid limit 65535");
       HAWK_REQUIRE((s.num_tokens + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment <= 65535,
                    StatusCode::kInvalidArgument, "num_tokens exceeds 65535 * 1024 (weight-gradient segments)");
       // Compared by division: the dx grid's CTA count is ceil(T / 64) * H * column tiles.
       HAWK_REQUIRE((s.num_tokens + Config::kDxRows - 1) / Config::kDxRows <=
                        INT32_MAX / (s.num_blocks * DxLayout::kColTiles),
                    StatusCode::kInvalidArgument,
-                   "ceil(num_tokens / 64) * num_blocks H * ceil(w / 128) (the dx grid) exceeds the grid limit 2^31 - 1");
+                   "ceil(num_tokens / 64) * num_blocks H * ceil(w / " + std::to_string(DxLayout::kCols) +
+                       ") (the dx grid) exceeds the grid limit 2^31 - 1");
       HAWK_RETURN_IF_ERROR(check_shared_memory(DxLayout::kSharedBytes));
       HAWK_RETURN_IF_ERROR(check_shared_memory(WeightGradLayout::kSharedBytes));
     }
