@@ -224,7 +224,7 @@ bool probe_shape(const Shape& shape, Report& report) {
   const double wmma_dx_us = median_us(previous_dx);
   const double wmma_wg_us = median_us(previous_wg);
 
-  // Shipped (2026-12-03, seventeenth session): dx 64 x min(w, 128) tiles, 16-bit w = 256 64 x 256 (two CTAs per
+  // Shipped (2026-12-03, sixteenth session): dx 64 x min(w, 128) tiles, 16-bit w = 256 64 x 256 (two CTAs per
   // SM), 32 deep, 3 stages; dW 128 x 64 tiles in two 32-deep stages for 16-bit w = 128 and 256, else 64 x 64 in two
   // 64-deep stages.
   bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped", report);

@@ -351,7 +351,7 @@ struct BackwardConfig {
   //! per pipeline step (the depth does not change the bits: every output's products chain in the same k order).
   //! Nor do the tiles: every output's chain is the same whatever tile holds it (bench/probes/backward_products_probe
   //! compares every byte). Their sizes set how often each staged byte is used: the kernels are bound by what they
-  //! stage, so 16-bit elements take larger tiles where the block allows (H200, bf16, 2026-12-03, seventeenth
+  //! stage, so 16-bit elements take larger tiles where the block allows (H200, bf16, 2026-12-03, sixteenth
   //! session: bench/results/2026-12-03-h200-3c2f3b6-tiles/).
   static constexpr int kProductThreads = 256;
   static constexpr bool kSixteenBitProducts = sizeof(Element) == 2;
