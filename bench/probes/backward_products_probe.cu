@@ -4,8 +4,8 @@
 // their outputs bytewise (every element), and times each alone (CUDA events, 3 warm-up runs, the median of 20).
 //
 // Each shape also runs variants of the shipped configuration (earlier sessions: pipeline depths, CTAs per SM asked of
-// the register allocator, reduction steps, tile widths; now the L2 prefetch off, and dW's prefetch distance), which
-// must give the same bytes too.
+// the register allocator, reduction steps, tile widths; now the tiles shipped before 2026-12-03's sixteenth session
+// and 64-deep 128 x 64 dW tiles), which must give the same bytes too.
 //
 //   backward_products_probe [out.json]     one JSON object per shape, kernel and variant; exit status 1 on any
 //                                          byte that differs
