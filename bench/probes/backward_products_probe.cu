@@ -5,7 +5,9 @@
 //
 // Each shape also runs variants of the shipped configuration (earlier sessions: pipeline depths, CTAs per SM asked of
 // the register allocator, reduction steps, tile widths; now the tiles shipped before 2026-12-03's sixteenth session
-// and 64-deep 128 x 64 dW tiles), which must give the same bytes too.
+// and 128 x 64 dW tiles in the depth not shipped), which must give the same bytes too, and times the shipped pair as
+// the operator launches it (dW, then dx behind it, one after the other and overlapped by programmatic dependent
+// launch).
 //
 //   backward_products_probe [out.json]     one JSON object per shape, kernel and variant; exit status 1 on any
 //                                          byte that differs
@@ -141,6 +143,16 @@ struct Report {
   }
 };
 
+//! Lets `Config`'s two product kernels take their dynamic shared memory.
+template <class Config>
+void allow_product_shared_memory() {
+  PROBE_CUDA(cudaFuncSetAttribute(hawk::rglru::backward_dx_kernel<Config>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(hawk::rglru::DxProductLayout<Config>::kSharedBytes)));
+  PROBE_CUDA(cudaFuncSetAttribute(hawk::rglru::backward_weight_grad_kernel<Config>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(hawk::rglru::WeightGradProductLayout<Config>::kSharedBytes)));
+}
+
 //! Runs `Config`'s two kernels, compares them with the wmma kernels' outputs `reference` and times them.
 template <class Config>
 bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us,
@@ -150,10 +162,7 @@ bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us
   Outputs out(in);
   const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
   const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
-  PROBE_CUDA(cudaFuncSetAttribute(dx_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(DxLayout::kSharedBytes)));
-  PROBE_CUDA(cudaFuncSetAttribute(wg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(WeightGradLayout::kSharedBytes)));
+  allow_product_shared_memory<Config>();
   auto dx = [&] {
     dx_kernel<<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)), Config::kProductThreads,
                 DxLayout::kSharedBytes>>>(dx_params(in, out));
@@ -175,6 +184,42 @@ bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us
   report.row("weight_grad", variant, Config::kBlockWidth, wmma_wg_us, median_us(wg), wg_diff);
   out.release();
   return dx_diff == 0 && wg_diff == 0;
+}
+
+//! The pair as the operator launches it: the weight gradients, then dx behind them, one after the other (plain
+//! launches) and overlapped by programmatic dependent launch (core/dependent_launch.cuh); both compared with the
+//! wmma kernels' bytes and timed as a pair ("wmma" = the wmma kernels' two times added).
+template <class Config>
+bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report) {
+  using DxLayout = hawk::rglru::DxProductLayout<Config>;
+  using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
+  bool same = true;
+  for (const bool overlap : {false, true}) {
+    Outputs out(in);
+    const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
+    const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
+    allow_product_shared_memory<Config>();
+    auto pair = [&] {
+      wg_kernel<<<dim3(WeightGradLayout::kColTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kRowTiles,
+                       static_cast<unsigned int>(in.segments)),
+                  Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(wg_params(in, out));
+      PROBE_CUDA(hawk::launch_programmatic_dependent(
+          dx_kernel, dim3(static_cast<unsigned int>(DxLayout::ctas(in.T, in.H))), dim3(Config::kProductThreads),
+          DxLayout::kSharedBytes, nullptr, overlap, dx_params(in, out)));
+    };
+    pair();
+    PROBE_CUDA(cudaDeviceSynchronize());
+    const unsigned long long diff = differing_bytes(reference.dx, out.dx, in.rows * sizeof(__nv_bfloat16)) +
+                                    differing_bytes(reference.dWx, out.dWx, in.partials * sizeof(float)) +
+                                    differing_bytes(reference.dWa, out.dWa, in.partials * sizeof(float)) +
+                                    differing_bytes(reference.dbx, out.dbx, in.bias_partials * sizeof(float)) +
+                                    differing_bytes(reference.dba, out.dba, in.bias_partials * sizeof(float));
+    report.row("dW then dx", overlap ? "overlapped (PDL)" : "one after the other", Config::kBlockWidth,
+               wmma_dx_us + wmma_wg_us, median_us(pair), diff);
+    out.release();
+    same = same && diff == 0;
+  }
+  return same;
 }
 
 template <int BlockWidth>
@@ -228,16 +273,19 @@ bool probe_shape(const Shape& shape, Report& report) {
   // SM), 32 deep, 3 stages; dW 128 x 64 tiles in two 32-deep stages for 16-bit w = 128 and 256, else 64 x 64 in two
   // 64-deep stages.
   bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped", report);
+  same = probe_pair<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
   if constexpr (BlockWidth >= 128) {
-    // The tiles shipped before: dx 64 x 128 (three CTAs per SM), dW 64 x 64 in two 64-deep stages. The session's
-    // run measured them as "shipped" against the variants below (bench/results/2026-12-03-h200-3c2f3b6-tiles/).
+    // The tiles shipped before the sixteenth session: dx 64 x 128 (three CTAs per SM), dW 64 x 64 in two 64-deep
+    // stages (bench/results/2026-12-03-h200-3c2f3b6-tiles/ measured them against the larger tiles).
     same = probe_variant<Tiles<Config, 64, 128, 3, 64, 2, 64, 2>>(in, reference, wmma_dx_us, wmma_wg_us,
                                                                   "previous: dx 64 x 128, dW 64 x 64", report) &&
            same;
-    // dW 128 x 64 in two 64-deep stages (108 KB: 4% faster on the H200 than the shipped 54 KB, but no 99 KB GPU
-    // holds it); dx 128 x 128 (two CTAs per SM) lost at both widths.
-    same = probe_variant<Tiles<Config, 64, Config::kDxCols, Config::kDxMinBlocks, 128, 2, 64, 2>>(
-               in, reference, wmma_dx_us, wmma_wg_us, "dW 128 x 64, 64 deep", report) &&
+    // dW 128 x 64 in the other depth: 64-deep stages at w = 128 (108 KB, which no 99 KB GPU holds, and w = 128 has
+    // no compact backward), 32-deep at w = 256 (54 KB, shipped there until 2026-12-03's seventeenth session).
+    constexpr int kOtherStep = Config::kWeightGradStep == 64 ? 32 : 64;
+    const char* other = kOtherStep == 64 ? "dW 128 x 64, 64 deep" : "dW 128 x 64, 32 deep";
+    same = probe_variant<Tiles<Config, 64, Config::kDxCols, Config::kDxMinBlocks, 128, 2, kOtherStep, 2>>(
+               in, reference, wmma_dx_us, wmma_wg_us, other, report) &&
            same;
   }
   reference.release();

@@ -8,6 +8,8 @@
 //!   `device_multiprocessor_count` and `device_shared_memory_per_multiprocessor` (the RG-LRU forward's choice
 //!   between its sequential and chunked kernels asks both on every call); `device_resident_ctas` counts from them
 //!   the CTAs of a kernel the device runs at once (the forward's and the backward's kernel choices).
+//! - `device_supports_dependent_launch`: whether the current device overlaps kernels by programmatic dependent
+//!   launch (compute capability 9.0 or later; core/dependent_launch.cuh), queried once per device.
 //! - `KernelSharedMemory<Tag>::ensure(kernel, bytes)`: cudaFuncSetAttribute(kernel,
 //!   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) once per (kernel, device). `Tag` names the kernel
 //!   instantiation (the operator class that launches it, or the kernel's configuration): one cache per
@@ -101,6 +103,16 @@ inline Status device_multiprocessor_count(int& count) {
 inline Status device_shared_memory_per_multiprocessor(int& bytes) {
   static detail::PerDeviceInts cache;  // zero-initialised (static storage)
   return detail::cached_device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, cache, bytes);
+}
+
+//! Whether the current device runs programmatic dependent launches (core/dependent_launch.cuh): compute capability
+//! 9.0 or later. Queried once per device.
+inline Status device_supports_dependent_launch(bool& supported) {
+  static detail::PerDeviceInts cache;  // zero-initialised (static storage)
+  int major = 0;
+  HAWK_RETURN_IF_ERROR(detail::cached_device_attribute(cudaDevAttrComputeCapabilityMajor, cache, major));
+  supported = major >= 9;
+  return Status::success();
 }
 
 //! CTAs of `threads` threads with `shared_bytes` of dynamic shared memory each that the current device runs at once:

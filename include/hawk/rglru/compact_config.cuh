@@ -21,7 +21,7 @@
 //! | element    | mode        | w   | forward (stages) | chunked forward (sub-chunk) | backward (dW step) |
 //! |------------|-------------|-----|------------------|-----------------------------|--------------------|
 //! | bf16, fp16 | fused       | 64  | 32 [64] / 256    | 32 [64] / 256 (64)          | -                  |
-//! | bf16, fp16 | fused       | 256 | 8 [16] / 128 [256] | 16 [32] / 128 [256] (32)  | 16 [32] / 256      |
+//! | bf16, fp16 | fused       | 256 | 8 [16] / 128 [256] | 16 [32] / 128 [256] (32)  | 16 [32] / 256 (32 [64]) |
 //! | fp32       | fused       | 64  | -                | -                           | 16 [32] / 128 [256] (32 [64]) |
 //! | fp32       | fused       | 128 | 8 [32] / 256     | 16 [32] / 256 (32)          | 16 [32] / 128 [256] (32 [64]) |
 //! | fp32       | fused       | 256 | 8 [16] / 256     | 8 [16] / 128 [256] (32)     | 8 [16] / 128 [256] (32 [64])  |
@@ -69,7 +69,7 @@ struct CompactTiles {
   // backward
   static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : 16;
   static constexpr int kBackwardThreads = !kFloat && kW == 256 ? 256 : 128;
-  static constexpr int kWeightGradStep = kFloat ? 32 : 0;  // 0: BackwardConfig's own for the tile (within 99 KB)
+  static constexpr int kWeightGradStep = 32;  // fp32's 64 x 64 and 16-bit w = 256's 128 x 64 tiles within 99 KB
 };
 
 }  // namespace detail

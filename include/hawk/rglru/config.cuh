@@ -304,8 +304,8 @@ constexpr int kWeightGradSegment = 1024;
 //! \tparam DaParamRowStep_ the token grouping of each chunk's d a_param partial (kDaParamRowStep below); 0 takes the
 //!                         scan's own row step
 //! \tparam WeightGradStep_ tokens per pipeline step of the weight-gradient product (kWeightGradStep below): speed and
-//!                         shared memory only, never the bits; 0 takes the tile's own (32 for the 128-row tiles,
-//!                         else 64)
+//!                         shared memory only, never the bits; 0 takes the tile's own (32 for the 128-row tiles
+//!                         but at w = 256, else 64)
 template <class ForwardConfig_, int Tf32Passes_ = default_tf32_passes<typename ForwardConfig_::Element>(),
           int DaParamRowStep_ = 0, int WeightGradStep_ = 0>
 struct BackwardConfig {
@@ -370,13 +370,17 @@ struct BackwardConfig {
   //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
   //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile
-  //! (each staged gradient used for twice the products) in two 32-deep stages (54 KB; every GPU's 99 KB holds it):
-  //! 1.18x, 1.15x and 1.20x over the 64 x 64 tiles at (4, 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536,
-  //! 2560, 10) (64-deep stages, 108 KB, gained 4% more on the H200 but fit no 99 KB GPU). Otherwise 64 x 64 tiles
-  //! in two 64-deep stages (92 KB with 16-bit x, 110 KB with fp32, two CTAs per SM): half the barriers of three
-  //! 32-deep ones, 1.11-1.20x at the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/).
+  //! (each staged gradient used for twice the products): 1.18x, 1.15x and 1.20x over the 64 x 64 tiles at (4,
+  //! 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536, 2560, 10), in two 32-deep stages (54 KB, which every
+  //! GPU's 99 KB holds), or at w = 256 in two 64-deep stages (108 KB, 1.03-1.05x more on the H200; the compact
+  //! configuration of w = 256, compact_config.cuh, keeps 32 for 99 KB GPUs). Otherwise 64 x 64 tiles in two
+  //! 64-deep stages (92 KB with 16-bit x, 110 KB with fp32, two CTAs per SM): half the barriers of three 32-deep
+  //! ones, 1.11-1.20x at the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/).
   static constexpr bool kWideWeightGradTile = kSixteenBitProducts && kBlockWidth % 128 == 0;
-  static constexpr int kWeightGradStep = WeightGradStep_ != 0 ? WeightGradStep_ : kWideWeightGradTile ? 32 : 64;
+  static constexpr int kWeightGradStep = WeightGradStep_ != 0    ? WeightGradStep_
+                                         : !kWideWeightGradTile  ? 64
+                                         : kBlockWidth == 256    ? 64
+                                                                 : 32;
   static constexpr int kWeightGradTile = kWideWeightGradTile ? 128 : 64;
   static constexpr int kWeightGradCols = 64;
   static constexpr int kWeightGradStages = 2;

@@ -153,12 +153,17 @@ std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in
   const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
   REQUIRE(hawk::KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes).ok());
   REQUIRE(hawk::KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes).ok());
-  dx_kernel<<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)), Config::kProductThreads,
-              DxLayout::kSharedBytes>>>(dx_params(in, out));
+  // The weight gradients first, dx behind them by programmatic dependent launch where the device has it.
   const auto H = static_cast<unsigned int>(in.H);
   const dim3 wg_grid(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles,
                      static_cast<unsigned int>(in.segments));
   wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(weight_grad_params(in, out));
+  HAWK_TEST_CUDA(cudaGetLastError());
+  bool overlap = false;
+  REQUIRE(hawk::device_supports_dependent_launch(overlap).ok());
+  const dim3 dx_grid(static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)));
+  HAWK_TEST_CUDA(hawk::launch_programmatic_dependent(dx_kernel, dx_grid, dim3(Config::kProductThreads),
+                                                     DxLayout::kSharedBytes, nullptr, overlap, dx_params(in, out)));
   HAWK_TEST_CUDA(cudaGetLastError());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   return out.bytes();

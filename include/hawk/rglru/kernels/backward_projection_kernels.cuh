@@ -16,6 +16,10 @@
 //!   kWeightGradTile x kWeightGradCols of [i, o]); it writes the segment's partial of dW (and of db) to the
 //!   workspace, in fp32. The ordered reduction (kernels/ordered_sum_kernel.cuh) then sums the segments in index
 //!   order: no atomics, the same bits every run.
+//! The operator launches the weight-gradient kernel first and dx behind it by programmatic dependent launch where
+//! the device has it (core/dependent_launch.cuh): the weight-gradient grid is a few long waves (at (1, 8192, 2560,
+//! 10) 640 CTAs, 2.4 waves of two CTAs per SM), and dx's CTAs take the SMs its last wave leaves idle. Every dx
+//! CTA waits for the weight-gradient grid before it ends, so the pair still ends as one.
 //!
 //! Bits: every output element is the chain of tf32 products (and the bias sums) of the wmma kernels these replace
 //! (main at 0821dbc; tests/gpu/rglru/previous_product_kernels.cuh), in the same order: per element, reduction
@@ -33,6 +37,7 @@
 #include <cstdint>
 
 #include "hawk/core/async_copy.cuh"
+#include "hawk/core/dependent_launch.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/core/tf32_mma.cuh"
@@ -161,7 +166,10 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   constexpr int kWeightPiecesPerThread = kWeightPieces / kThreads;
   extern __shared__ __align__(128) unsigned char dx_shared[];
 
-  if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
+  if (device_checks_failed(params.checks)) {  // a bad index tensor: write nothing
+    wait_for_prerequisite_grids();            // and end after the weight-gradient kernel, as below
+    return;
+  }
 
   const int tid = threadIdx.x;
   const MmaLane lane(tid % 32);
@@ -273,6 +281,11 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       }
     }
   }
+  // Launched behind the weight-gradient kernel (programmatic dependent launch, core/dependent_launch.cuh), this CTA
+  // may have run beside its last wave: it ends only after that kernel has, so that the call's next launch (the
+  // ordered sums of its partials) and whatever the caller queues next see both kernels done. A plain launch
+  // returns at once.
+  wait_for_prerequisite_grids();
 }
 
 //! Partials of dWx, dWa (and dbx, dba) over one time segment, for one kRows x kCols tile of [i, o] of block k.
@@ -298,6 +311,9 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   static_assert(kInputPieces % kThreads == 0 && kGradPieces % kThreads == 0, "dW: whole pieces per thread");
   extern __shared__ __align__(128) unsigned char weight_grad_shared[];
 
+  // The dx kernel launched behind this one may take the SMs this grid's last wave leaves idle: it reads nothing
+  // this kernel writes (core/dependent_launch.cuh).
+  allow_dependent_launch();
   if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
 
   const int tid = threadIdx.x;

@@ -59,6 +59,7 @@
 #include <string>
 
 #include "hawk/core/cuda_status.hpp"
+#include "hawk/core/dependent_launch.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/launch_attributes.hpp"
 #include "hawk/core/dtype.hpp"
@@ -304,29 +305,11 @@ class Backward {
     jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, ws.chunk_rows, args.a_param, args.da_param};
     jobs.num_jobs = 1;
 
-    // (2) fused: the block-diagonal products
+    // (2) fused: the block-diagonal products, the weight gradients first and dx behind them
     if constexpr (Config::kFused) {
       const auto H = static_cast<unsigned int>(s.num_blocks);
       const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
       const float* dga = reinterpret_cast<const float*>(base + ws.dga);
-
-      BackwardDxParams<Element> dx;
-      dx.checks = checks;
-      dx.live_tokens = live_tokens;
-      dx.dgx = dgx;
-      dx.dga = dga;
-      dx.dx_direct = reinterpret_cast<const float*>(base + ws.dx_direct);
-      dx.Wx = static_cast<const Element*>(args.Wx);
-      dx.Wa = static_cast<const Element*>(args.Wa);
-      dx.dx = static_cast<Element*>(args.dx);
-      dx.num_tokens = s.num_tokens;
-      dx.width = s.width;
-      dx.num_blocks = static_cast<int>(s.num_blocks);
-      const auto dx_kernel = backward_dx_kernel<Config>;
-      HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
-      const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(s.num_tokens, s.num_blocks));
-      dx_kernel<<<dx_ctas, Config::kProductThreads, DxLayout::kSharedBytes, stream>>>(dx);
-      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_dx_kernel"));
 
       BackwardWeightGradParams<Element> wg;
       wg.checks = checks;
@@ -347,6 +330,29 @@ class Backward {
                          static_cast<unsigned int>(ws.segments));
       wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
+
+      BackwardDxParams<Element> dx;
+      dx.checks = checks;
+      dx.live_tokens = live_tokens;
+      dx.dgx = dgx;
+      dx.dga = dga;
+      dx.dx_direct = reinterpret_cast<const float*>(base + ws.dx_direct);
+      dx.Wx = static_cast<const Element*>(args.Wx);
+      dx.Wa = static_cast<const Element*>(args.Wa);
+      dx.dx = static_cast<Element*>(args.dx);
+      dx.num_tokens = s.num_tokens;
+      dx.width = s.width;
+      dx.num_blocks = static_cast<int>(s.num_blocks);
+      // Behind the weight-gradient kernel, overlapping its last wave where the device allows
+      // (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its CTAs ends after that kernel.
+      const auto dx_kernel = backward_dx_kernel<Config>;
+      HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
+      bool overlap = false;
+      HAWK_RETURN_IF_ERROR(device_supports_dependent_launch(overlap));
+      const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(s.num_tokens, s.num_blocks));
+      HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(dx_kernel, dim3(dx_ctas), dim3(Config::kProductThreads),
+                                                              DxLayout::kSharedBytes, stream, overlap, dx));
+      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_dx_kernel"));
 
       const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;
       jobs.job[1] = OrderedSumJob{wg.dWx_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWx};
