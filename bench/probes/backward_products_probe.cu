@@ -288,6 +288,23 @@ bool probe_shape(const Shape& shape, Report& report) {
                in, reference, wmma_dx_us, wmma_wg_us, other, report) &&
            same;
   }
+  if constexpr (BlockWidth == 64) {
+    // w = 64's dx CTAs are short (a 128-deep reduction: four 32-deep steps behind a two-step prologue), and its
+    // dx took 110.7 us at (16, 1024, 1024, 16) against dW's 61.4 (2026-12-03, cae00c2): more CTAs per SM, or more
+    // tokens a CTA, to hide the prologue; and dW in 32-deep steps with three CTAs per SM.
+    same = probe_variant<Tiles<Config, 64, 64, 4, 64, 2>>(in, reference, wmma_dx_us, wmma_wg_us,
+                                                          "dx 64 x 64, 4 CTAs/SM", report) &&
+           same;
+    same = probe_variant<Tiles<Config, 128, 64, 3, 64, 2>>(in, reference, wmma_dx_us, wmma_wg_us,
+                                                           "dx 128 x 64, 3 CTAs/SM", report) &&
+           same;
+    same = probe_variant<Tiles<Config, 128, 64, 2, 64, 2>>(in, reference, wmma_dx_us, wmma_wg_us,
+                                                           "dx 128 x 64, 2 CTAs/SM", report) &&
+           same;
+    same = probe_variant<Tiles<Config, 64, 64, 3, 64, 3, 32, 2>>(in, reference, wmma_dx_us, wmma_wg_us,
+                                                                 "dW 64 x 64, 32 deep, 3 CTAs/SM", report) &&
+           same;
+  }
   reference.release();
   for (void* p : {static_cast<void*>(in.dgx), static_cast<void*>(in.dga), static_cast<void*>(in.direct),
                   static_cast<void*>(in.x), static_cast<void*>(in.Wx), static_cast<void*>(in.Wa)})

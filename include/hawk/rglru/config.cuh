@@ -360,13 +360,15 @@ struct BackwardConfig {
   //! reads its gradient rows once; 16-bit w = 256 too, 88 KB, 1.05x over two 128-channel tiles at (1, 8192, 2560,
   //! 10) and (1, 65536, 2560, 10)), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of the
   //! register allocator (__launch_bounds__): three where three fit in shared memory (16-bit elements: 58 and 69 KB
-  //! a CTA), two for fp32 (83 KB a CTA), which would only spill under a three-CTA register cap, and for the 88 KB
-  //! tiles.
+  //! a CTA), four for 16-bit w <= 64 (43 KB and 61 registers a CTA at w = 64, no spills: its CTAs are short, a
+  //! 128-deep reduction, and more of them per SM hide their prologues; 1.10x at (16, 1024, 1024, 16), H200,
+  //! 2026-12-03), two for fp32 (83 KB a CTA), which would only spill under a three-CTA register cap, and for the
+  //! 88 KB tiles.
   static constexpr bool kWholeBlockDx = kSixteenBitProducts && kBlockWidth == 256;
   static constexpr int kDxRows = 64;
   static constexpr int kDxCols = kWholeBlockDx ? 256 : kBlockWidth > 64 ? 128 : 64;
   static constexpr int kDxStages = 3;
-  static constexpr int kDxMinBlocks = sizeof(Element) == 4 || kWholeBlockDx ? 2 : 3;
+  static constexpr int kDxMinBlocks = sizeof(Element) == 4 || kWholeBlockDx ? 2 : kBlockWidth <= 64 ? 4 : 3;
   //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
   //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile
