@@ -54,8 +54,10 @@ struct Shape {
 //! A shipped configuration with other product tiles and CTAs per SM asked of the register allocator (the same
 //! bits: every output's products chain in the same k order whatever the tiling).
 template <class Base, int DxRows, int DxCols, int DxMinBlocks, int WeightGradTile, int WeightGradMinBlocks,
-          int WeightGradStep = Base::kWeightGradStep, int WeightGradStages = Base::kWeightGradStages>
+          int WeightGradStep = Base::kWeightGradStep, int WeightGradStages = Base::kWeightGradStages,
+          int ProductThreads = Base::kProductThreads>
 struct Tiles : Base {
+  static constexpr int kProductThreads = ProductThreads;
   static constexpr int kDxRows = DxRows;
   static constexpr int kDxCols = DxCols;
   static constexpr int kDxMinBlocks = DxMinBlocks;
@@ -286,6 +288,21 @@ bool probe_shape(const Shape& shape, Report& report) {
     const char* other = kOtherStep == 64 ? "dW 128 x 64, 64 deep" : "dW 128 x 64, 32 deep";
     same = probe_variant<Tiles<Config, 64, Config::kDxCols, Config::kDxMinBlocks, 128, 2, kOtherStep, 2>>(
                in, reference, wmma_dx_us, wmma_wg_us, other, report) &&
+           same;
+  }
+  // 512 threads and one CTA per SM, the same tile per warp: tiles that stage a third fewer bytes per product than
+  // the shipped ones (not yet run; the seventeenth session's notes say why). w = 256: dx 128 x 256, dW 256 x 64 (i
+  // over the whole block) in 32- and 64-deep steps; w = 128: dx 128 x 128, dW 128 x 64.
+  if constexpr (BlockWidth == 256) {
+    same = probe_variant<Tiles<Config, 128, 256, 1, 256, 1, 32, 2, 512>>(
+               in, reference, wmma_dx_us, wmma_wg_us, "512 thr: dx 128 x 256, dW 256 x 64 32 deep", report) &&
+           same;
+    same = probe_variant<Tiles<Config, 128, 256, 1, 256, 1, 64, 2, 512>>(
+               in, reference, wmma_dx_us, wmma_wg_us, "512 thr: dx 128 x 256, dW 256 x 64 64 deep", report) &&
+           same;
+  } else if constexpr (BlockWidth == 128) {
+    same = probe_variant<Tiles<Config, 128, 128, 1, 128, 1, 32, 2, 512>>(
+               in, reference, wmma_dx_us, wmma_wg_us, "512 thr: dx 128 x 128, dW 128 x 64 32 deep", report) &&
            same;
   }
   if constexpr (BlockWidth == 64) {

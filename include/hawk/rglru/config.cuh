@@ -347,7 +347,8 @@ struct BackwardConfig {
   static constexpr int kDaParamGroups = kDaParamRowStep / kScanRowStep;
 
   // ---- block-diagonal products (fused mode) ----------------------------------------------------------------
-  //! Both product kernels: 8 warps; the reduction axis (o for dx, t for dW) staged kDxStep / kWeightGradStep deep
+  //! Both product kernels: 8 warps (ProductWarpGrid also lays out 16, for 512-thread tiles the products probe
+  //! measures); the reduction axis (o for dx, t for dW) staged kDxStep / kWeightGradStep deep
   //! per pipeline step (the depth does not change the bits: every output's products chain in the same k order).
   //! Nor do the tiles: every output's chain is the same whatever tile holds it (bench/probes/backward_products_probe
   //! compares every byte). Their sizes set how often each staged byte is used: the kernels are bound by what they

@@ -18,17 +18,19 @@
 namespace hawk {
 namespace rglru {
 
-//! How the 8 warps of a product kernel split its Rows x Cols output tile: 2 along the rows x 4 along the columns,
-//! each warp owning kWarpRows x kWarpCols in whole m16 x n8 fragments (kMBlocks x kNBlocks of them).
+//! How the warps of a product kernel split its Rows x Cols output tile: Threads / 128 along the rows (2 for the
+//! shipped 256 threads, 4 for 512) x 4 along the columns, each warp owning kWarpRows x kWarpCols in whole m16 x n8
+//! fragments (kMBlocks x kNBlocks of them).
 template <int Rows, int Cols, int Threads>
 struct ProductWarpGrid {
-  static constexpr int kWarpsM = 2;
+  static_assert(Threads == 256 || Threads == 512, "ProductWarpGrid: 8 or 16 warps");
+  static constexpr int kWarpsM = Threads / 128;
   static constexpr int kWarpsN = 4;
   static constexpr int kWarpRows = Rows / kWarpsM;
   static constexpr int kWarpCols = Cols / kWarpsN;
   static constexpr int kMBlocks = kWarpRows / 16;
   static constexpr int kNBlocks = kWarpCols / 8;
-  static_assert(kWarpsM * kWarpsN * 32 == Threads, "ProductWarpGrid: 8 warps");
+  static_assert(kWarpsM * kWarpsN * 32 == Threads, "ProductWarpGrid: every warp owns a piece of the tile");
   static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "ProductWarpGrid: warp tiles of whole fragments");
 };
 

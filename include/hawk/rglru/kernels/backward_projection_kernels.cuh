@@ -83,8 +83,8 @@ struct BackwardWeightGradParams {
 //! The shared memory and warp tiling of `backward_dx_kernel`. Also the tag of its dynamic shared memory limit.
 //!
 //! A stage holds one reduction step: the gradient rows dg[t][o0 .. o0 + kDxStep) (fp32, A row-major) and the
-//! weight rows W[i][o0 .. o0 + kDxStep) (Element, B n-major). Warps: 2 along tokens x 4 along channels; a warp owns 32 tokens
-//! x kDxCols / 4 channels.
+//! weight rows W[i][o0 .. o0 + kDxStep) (Element, B n-major). Warps (ProductWarpGrid): kProductThreads / 128 along
+//! tokens x 4 along channels; with 256 threads a warp owns kDxRows / 2 tokens x kDxCols / 4 channels.
 template <class Config>
 struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Config::kProductThreads> {
   using Element = typename Config::Element;
@@ -114,7 +114,8 @@ struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Confi
 //!
 //! A CTA owns kRows values of i x kCols values of o of both matrices. A stage holds one reduction step of
 //! kWeightGradStep tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols),
-//! dga[t][...] (fp32, B k-major). Warps: 2 along i x 4 along o; a warp owns kRows / 2 x kCols / 4 of both matrices.
+//! dga[t][...] (fp32, B k-major). Warps: kProductThreads / 128 along i x 4 along o (ProductWarpGrid); with 256
+//! threads a warp owns kRows / 2 x kCols / 4 of both matrices.
 template <class Config>
 struct WeightGradProductLayout
     : ProductWarpGrid<Config::kWeightGradTile, Config::kWeightGradCols, Config::kProductThreads> {
