@@ -191,12 +191,12 @@ class Backward {
                        ") (the weight-gradient grid) exceeds the grid limit 65535");
       HAWK_REQUIRE((s.num_tokens + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment <= 65535,
                    StatusCode::kInvalidArgument, "num_tokens exceeds 65535 * 1024 (weight-gradient segments)");
-      // Compared by division: the dx grid's CTA count is ceil(T / 64) * H * column tiles.
+      // Compared by division: the dx grid's CTA count is ceil(T / kDxRows) * H * column tiles.
       HAWK_REQUIRE((s.num_tokens + Config::kDxRows - 1) / Config::kDxRows <=
                        INT32_MAX / (s.num_blocks * DxLayout::kColTiles),
                    StatusCode::kInvalidArgument,
-                   "ceil(num_tokens / 64) * num_blocks H * ceil(w / " + std::to_string(DxLayout::kCols) +
-                       ") (the dx grid) exceeds the grid limit 2^31 - 1");
+                   "ceil(num_tokens / " + std::to_string(Config::kDxRows) + ") * num_blocks H * ceil(w / " +
+                       std::to_string(DxLayout::kCols) + ") (the dx grid) exceeds the grid limit 2^31 - 1");
       HAWK_RETURN_IF_ERROR(check_shared_memory(DxLayout::kSharedBytes));
       HAWK_RETURN_IF_ERROR(check_shared_memory(WeightGradLayout::kSharedBytes));
     }
