@@ -145,6 +145,17 @@ struct Report {
   }
 };
 
+//! Bytes of dx, and of the four weight-gradient partials, that differ between `reference` and `out`.
+unsigned long long dx_differing_bytes(const Inputs& in, const Outputs& reference, const Outputs& out) {
+  return differing_bytes(reference.dx, out.dx, in.rows * sizeof(__nv_bfloat16));
+}
+unsigned long long weight_grad_differing_bytes(const Inputs& in, const Outputs& reference, const Outputs& out) {
+  return differing_bytes(reference.dWx, out.dWx, in.partials * sizeof(float)) +
+         differing_bytes(reference.dWa, out.dWa, in.partials * sizeof(float)) +
+         differing_bytes(reference.dbx, out.dbx, in.bias_partials * sizeof(float)) +
+         differing_bytes(reference.dba, out.dba, in.bias_partials * sizeof(float));
+}
+
 //! Lets `Config`'s two product kernels take their dynamic shared memory.
 template <class Config>
 void allow_product_shared_memory() {
@@ -177,11 +188,8 @@ bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us
   dx();
   wg();
   PROBE_CUDA(cudaDeviceSynchronize());
-  const unsigned long long dx_diff = differing_bytes(reference.dx, out.dx, in.rows * sizeof(__nv_bfloat16));
-  const unsigned long long wg_diff = differing_bytes(reference.dWx, out.dWx, in.partials * sizeof(float)) +
-                                     differing_bytes(reference.dWa, out.dWa, in.partials * sizeof(float)) +
-                                     differing_bytes(reference.dbx, out.dbx, in.bias_partials * sizeof(float)) +
-                                     differing_bytes(reference.dba, out.dba, in.bias_partials * sizeof(float));
+  const unsigned long long dx_diff = dx_differing_bytes(in, reference, out);
+  const unsigned long long wg_diff = weight_grad_differing_bytes(in, reference, out);
   report.row("dx", variant, Config::kBlockWidth, wmma_dx_us, median_us(dx), dx_diff);
   report.row("weight_grad", variant, Config::kBlockWidth, wmma_wg_us, median_us(wg), wg_diff);
   out.release();
@@ -195,12 +203,12 @@ template <class Config>
 bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report) {
   using DxLayout = hawk::rglru::DxProductLayout<Config>;
   using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
+  const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
+  const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
+  allow_product_shared_memory<Config>();
   bool same = true;
   for (const bool overlap : {false, true}) {
     Outputs out(in);
-    const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
-    const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
-    allow_product_shared_memory<Config>();
     auto pair = [&] {
       wg_kernel<<<dim3(WeightGradLayout::kColTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kRowTiles,
                        static_cast<unsigned int>(in.segments)),
@@ -211,11 +219,8 @@ bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, d
     };
     pair();
     PROBE_CUDA(cudaDeviceSynchronize());
-    const unsigned long long diff = differing_bytes(reference.dx, out.dx, in.rows * sizeof(__nv_bfloat16)) +
-                                    differing_bytes(reference.dWx, out.dWx, in.partials * sizeof(float)) +
-                                    differing_bytes(reference.dWa, out.dWa, in.partials * sizeof(float)) +
-                                    differing_bytes(reference.dbx, out.dbx, in.bias_partials * sizeof(float)) +
-                                    differing_bytes(reference.dba, out.dba, in.bias_partials * sizeof(float));
+    const unsigned long long diff =
+        dx_differing_bytes(in, reference, out) + weight_grad_differing_bytes(in, reference, out);
     report.row("dW then dx", overlap ? "overlapped (PDL)" : "one after the other", Config::kBlockWidth,
                wmma_dx_us + wmma_wg_us, median_us(pair), diff);
     out.release();

@@ -380,10 +380,8 @@ struct BackwardConfig {
   //! 64-deep stages (92 KB with 16-bit x, 110 KB with fp32, two CTAs per SM): half the barriers of three 32-deep
   //! ones, 1.11-1.20x at the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/).
   static constexpr bool kWideWeightGradTile = kSixteenBitProducts && kBlockWidth % 128 == 0;
-  static constexpr int kWeightGradStep = WeightGradStep_ != 0    ? WeightGradStep_
-                                         : !kWideWeightGradTile  ? 64
-                                         : kBlockWidth == 256    ? 64
-                                                                 : 32;
+  static constexpr int kWeightGradStep =
+      WeightGradStep_ != 0 ? WeightGradStep_ : kWideWeightGradTile && kBlockWidth != 256 ? 32 : 64;
   static constexpr int kWeightGradTile = kWideWeightGradTile ? 128 : 64;
   static constexpr int kWeightGradCols = 64;
   static constexpr int kWeightGradStages = 2;
