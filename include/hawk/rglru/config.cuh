@@ -296,6 +296,13 @@ constexpr int default_tf32_passes() {
 //! the split of the batch into sequences or on the device.
 constexpr int kWeightGradSegment = 1024;
 
+//! Fused mode, one long dense sequence through the chunked scan: the backward runs in time slices of this many
+//! tokens, the last first (each slice's scan, then its products), so that the workspace holds one slice's fp32 row
+//! gradients instead of every token's (operators/backward.cuh). Shared by every configuration (the default
+//! dispatch sizes the workspace before it picks one) and a multiple of the dW segment and of every time chunk, so
+//! that no chunk and no segment straddles two slices: the same bits as one pass.
+constexpr int kBackwardTimeSliceTokens = 2 * kWeightGradSegment;
+
 //! The backward configuration that matches the forward configuration `ForwardConfig_`.
 //!
 //! \tparam ForwardConfig_  the `ForwardConfig` whose checkpoint chunk, block width, reset policy and gate mode the
@@ -387,6 +394,7 @@ struct BackwardConfig {
   static constexpr int kWeightGradStages = 2;
   static constexpr int kWeightGradMinBlocks = 2;
   static constexpr int kWeightGradSegment = ::hawk::rglru::kWeightGradSegment;
+  static constexpr int kTimeSliceTokens = kBackwardTimeSliceTokens;
 
   static_assert(Tf32Passes_ == 1 || Tf32Passes_ == 3, "BackwardConfig: Tf32Passes must be 1 or 3");
   static_assert(kWidthTile % kChannelVector == 0, "BackwardConfig: WidthTile must be a multiple of 4");
@@ -394,6 +402,8 @@ struct BackwardConfig {
                 "BackwardConfig: Threads must be a multiple of WidthTile / 4, so that a thread always handles the "
                 "same channels (that fixes the order in which d a_param is accumulated)");
   static_assert(kWeightGradSegment % kWeightGradStep == 0, "BackwardConfig: the dW segment must be whole product steps");
+  static_assert(kTimeSliceTokens % kWeightGradSegment == 0 && kTimeSliceTokens % kTimeChunk == 0,
+                "BackwardConfig: a time slice must be whole dW segments and whole chunks");
   static_assert(kDaParamRowStep % kScanRowStep == 0,
                 "BackwardConfig: DaParamRowStep must be a multiple of the scan's row step Threads / (WidthTile / 4)");
 

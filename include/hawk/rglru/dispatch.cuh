@@ -685,7 +685,11 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t backward_workspace_size(const BackwardArguments& args) {
-  return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk).total;
+  // kAuto slices where the shape asks (the chunked scan runs wherever a shipped or compact configuration does).
+  return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk,
+                                       backward_shape_takes_time_slices(args) ? kBackwardTimeSliceTokens
+                                                                              : args.shape.num_tokens)
+      .total;
 }
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).

@@ -217,7 +217,11 @@ EntryPoint<ForwardCtx> decode_step_entry() {
 //! What the backward workspace must at least hold (backward.cuh): N·W·4, and 12·T·W in fused mode.
 std::size_t backward_workspace_floor(const hawk::rglru::BackwardArguments& a) {
   std::size_t floor = extent(a.shape.num_sequences, a.shape.width, 4);
-  if (a.mode == GateMode::kFused) floor += extent(a.shape.num_tokens, a.shape.width, 12);
+  // Fused mode's fp32 rows: every token's, or one time slice's where the shape runs in slices.
+  const std::int64_t row_tokens = hawk::rglru::backward_shape_takes_time_slices(a)
+                                      ? static_cast<std::int64_t>(hawk::rglru::kBackwardTimeSliceTokens)
+                                      : a.shape.num_tokens;
+  if (a.mode == GateMode::kFused) floor += extent(row_tokens, a.shape.width, 12);
   return floor;
 }
 

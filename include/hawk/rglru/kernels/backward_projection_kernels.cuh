@@ -58,7 +58,9 @@ struct BackwardDxParams {
   const Element* Wx = nullptr;       //!< [H, w, w]
   const Element* Wa = nullptr;       //!< [H, w, w]
   Element* dx = nullptr;             //!< [T, W]
-  std::int64_t num_tokens = 0;
+  std::int64_t num_tokens = 0;       //!< the end of this launch's tokens (T, or a time slice's end)
+  //! This launch's first token, whose rows are the first of dgx, dga, dx_direct (a time slice's; 0 otherwise).
+  std::int64_t first_token = 0;
   std::int64_t width = 0;
   int num_blocks = 0;
 };
@@ -75,7 +77,11 @@ struct BackwardWeightGradParams {
   float* dWa_partial = nullptr;  //!< [segments, H, w, w]
   float* dbx_partial = nullptr;  //!< [segments, W]
   float* dba_partial = nullptr;  //!< [segments, W]
-  std::int64_t num_tokens = 0;
+  std::int64_t num_tokens = 0;   //!< T
+  //! This launch's first segment (blockIdx.z counts from it; a time slice's, else 0), and the token whose rows are
+  //! the first of dgx, dga (the slice's first token, else 0).
+  std::int64_t first_segment = 0;
+  std::int64_t first_row_token = 0;
   std::int64_t width = 0;
   int num_blocks = 0;
 };
@@ -181,9 +187,11 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   const std::int64_t cta = blockIdx.x;
   const int i0 = static_cast<int>(cta % Layout::kColTiles) * Layout::kCols;
   const std::int64_t block = (cta / Layout::kColTiles) % H;
-  const std::int64_t row0 = cta / Layout::kColTiles / H * Layout::kRows;
+  const std::int64_t row0 = params.first_token + cta / Layout::kColTiles / H * Layout::kRows;
   const std::int64_t W = params.width;
   const std::int64_t T = params.num_tokens;
+  // The workspace's rows count from the launch's first token: row0 is the workspace's row row0 - first_token.
+  const std::int64_t workspace_row0 = row0 - params.first_token;
   const std::int64_t block_col = block * kBlockWidth;
 
   // The token rows this thread stages are the same at every step: whether each is in range and live is read
@@ -215,7 +223,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
         const int r = v / kGradPiecesPerRow;
         const int o = (v % kGradPiecesPerRow) * 4;
         const bool valid = row_staged[j] && o0 + o < kBlockWidth;
-        stage_piece(grads + r * Layout::kGradStride + o, grad, (row0 + r) * W + block_col + o0 + o, valid);
+        stage_piece(grads + r * Layout::kGradStride + o, grad, (workspace_row0 + r) * W + block_col + o0 + o,
+                    valid);
       }
 #pragma unroll
       for (int j = 0; j < kWeightPiecesPerThread; ++j) {
@@ -276,7 +285,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
         const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
         if (i >= kBlockWidth) continue;
         const std::int64_t offset = t * W + block_col + i;
-        const float2 direct = *reinterpret_cast<const float2*>(params.dx_direct + offset);
+        const float2 direct =
+            *reinterpret_cast<const float2*>(params.dx_direct + (t - params.first_token) * W + block_col + i);
         const float values[2] = {direct.x + acc[m][n][2 * half], direct.y + acc[m][n][2 * half + 1]};
         store_vector<Element, 2>(params.dx + offset, values);
       }
@@ -326,7 +336,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   const int block = static_cast<int>(blockIdx.y) / Layout::kRowTiles;
   const int i_tile = static_cast<int>(blockIdx.y) % Layout::kRowTiles;
   const int i0 = i_tile * kRows;
-  const std::int64_t segment = blockIdx.z;
+  const std::int64_t segment = params.first_segment + blockIdx.z;
   const std::int64_t W = params.width;
   const std::int64_t block_col = static_cast<std::int64_t>(block) * kBlockWidth;
   const std::int64_t t_begin = segment * Config::kWeightGradSegment;
@@ -364,7 +374,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
         const std::int64_t t = t0 + r;
         const bool valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
                            o0 + c < kBlockWidth;
-        const std::int64_t offset = t * W + block_col + o0 + c;
+        // The workspace's rows count from first_row_token (a time slice's first token).
+        const std::int64_t offset = (t - params.first_row_token) * W + block_col + o0 + c;
         stage_piece(grad_tile(stage, 0) + r * Layout::kGradStride + c, params.dgx, offset, valid);
         stage_piece(grad_tile(stage, 1) + r * Layout::kGradStride + c, params.dga, offset, valid);
       }

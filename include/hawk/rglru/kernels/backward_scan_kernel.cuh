@@ -104,6 +104,9 @@ struct BackwardScanParams : GateInputs<Element> {
   std::int64_t num_state_rows = 0;  //!< rows of dh_final / dh0 (S with state_index, else N): bounds the slots
   std::int64_t width = 0;           //!< W
   int width_tiles = 0;       //!< W / WidthTile: CTAs per sequence
+  //! Fused mode: the token whose rows are the first of dgx_f32, dga_f32, dx_direct_f32 (the operator's time
+  //! slices hold one slice's rows; 0 when they hold every token's).
+  std::int64_t row_offset = 0;
 };
 
 //! The chunked backward scan's parameters: BackwardScanParams (whose da_param_partial is then [rows][W], one row
@@ -114,7 +117,8 @@ struct ChunkedBackwardScanParams {
   std::int64_t num_sequences = 0;                //!< N
   std::int64_t chunks_per_sequence = 0;          //!< dense batches: ceil(L / TimeChunk)
   std::int64_t rows = 0;                         //!< chunk slots: checkpoint_rows(T, N, TimeChunk)
-  std::int64_t tickets = 0;                      //!< CTAs with a chunk slot; the rest leave at once
+  std::int64_t first_ticket = 0;                 //!< the first ticket of this launch (a time slice's; else 0)
+  std::int64_t tickets = 0;                      //!< tickets end here (a slice's last + 1); the rest leave at once
   unsigned long long* ticket_counter = nullptr;  //!< zero before the launch
   unsigned long long* carry_words = nullptr;     //!< [rows][W] reverse carries, zero (unpublished) before the launch
 };
@@ -421,8 +425,8 @@ __global__ void __launch_bounds__(Config::kThreads)
     // ---- (D) gradients of every token and channel, and the chunk's d a_param ----------------------------------
     backward_detail::DaParamShares<Config> da_shares;
     backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
-        staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows, (begin + chunk_start) * W + col0, W,
-        da_shares);
+        staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows,
+        (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
     __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
     backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, partials,
                                            p.da_param_partial + checkpoint_row(begin, n, chunk, kC) * W + col0,
@@ -501,8 +505,9 @@ __global__ void __launch_bounds__(Config::kThreads)
   // Bad index tensors: every CTA leaves before taking a ticket, so none waits for another.
   if (device_checks_failed(p.checks)) return;
   const int thread = static_cast<int>(threadIdx.x);
-  const auto ticket = static_cast<std::int64_t>(
-      take_chunk_ticket(cp.ticket_counter, reinterpret_cast<unsigned long long*>(shared + Layout::kTicketOffset)));
+  const auto ticket = cp.first_ticket + static_cast<std::int64_t>(take_chunk_ticket(
+                                            cp.ticket_counter,
+                                            reinterpret_cast<unsigned long long*>(shared + Layout::kTicketOffset)));
   if (ticket >= cp.tickets) return;  // the rounding of a two-dimensional grid: no chunk, nobody waits for it
   const backward_detail::ReverseChunkWork work = backward_detail::locate_reverse_chunk<kC>(cp, ticket);
   if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(0, ticket);  // the ticket is taken
@@ -605,8 +610,8 @@ __global__ void __launch_bounds__(Config::kThreads)
   const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
   backward_detail::DaParamShares<Config> da_shares;
   backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
-      staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, rows, (begin + chunk_start) * W + col0, W,
-      da_shares);
+      staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, rows,
+      (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
   __syncthreads();
   if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
   backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials,

@@ -35,8 +35,9 @@
 //!   d a_param partials, one row per chunk slot, R·W·4 bytes (R = T / TimeChunk + N, the checkpoint rows; both
 //!   scan kernels write the partials, the chain's part only the chunked one); and, when dh0 == dh_final (a state
 //!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
-//! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·T·W·4 = 12·T·W
-//!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
+//! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·R·W·4 = 12·R·W
+//!   bytes (transient, inside this call only; R = T, or Config::kTimeSliceTokens when the call runs in time slices,
+//!   runs_time_slices: one dense sequence longer than a slice through the chunked scan), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
 //!   dbx, dba (2·S·W·4 bytes), S = ceil(T / 1024); and T bytes of live-token flags when a token can belong to
 //!   no sequence the backward runs (`state_index` given, or packed with the device checks off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
@@ -90,6 +91,15 @@ inline bool backward_needs_live_tokens(const BackwardArguments& args) {
          (args.state_index != nullptr || (args.shape.cu_seqlens != nullptr && !args.shape.validate_device_inputs));
 }
 
+//! Whether the shape runs the fused backward in time slices of kBackwardTimeSliceTokens (where the chunked scan can
+//! run, Backward::runs_time_slices): fused mode, one dense sequence longer than a slice. From the arguments alone,
+//! so that the default dispatch sizes the workspace before it picks a configuration.
+inline bool backward_shape_takes_time_slices(const BackwardArguments& args) {
+  const ProblemShape& s = args.shape;
+  return args.mode == GateMode::kFused && s.cu_seqlens == nullptr && s.num_sequences == 1 &&
+         s.num_tokens > kBackwardTimeSliceTokens;
+}
+
 //! Where each part of the backward's workspace lives (byte offsets; 0 size = absent).
 struct BackwardWorkspaceLayout {
   static constexpr std::size_t kAlignment = kWorkspaceAlignment;
@@ -105,12 +115,14 @@ struct BackwardWorkspaceLayout {
   std::size_t dbx_partial = 0, dba_partial = 0;            // fused: [S, W]
   std::size_t live_tokens = 0, live_tokens_bytes = 0;      // fused, when needed: [T] bytes
   std::int64_t segments = 0;                               // S
+  std::int64_t row_tokens = 0;                             // fused: tokens whose rows dgx, dga, dx_direct hold
   std::size_t total = 0;
 
-  //! The layout for `args`, a weight-gradient segment of `segment_tokens` tokens and chunks of `time_chunk`
-  //! tokens. It holds what either scan kernel needs, so that the kernel's choice never changes the size.
+  //! The layout for `args`, a weight-gradient segment of `segment_tokens` tokens, chunks of `time_chunk` tokens and
+  //! fused-mode row gradients for `row_tokens` tokens at a time (T, or a time slice's tokens). It holds what either
+  //! scan kernel needs, so that the kernel's choice never changes the size.
   static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens,
-                                      std::int64_t time_chunk) {
+                                      std::int64_t time_chunk, std::int64_t row_tokens) {
     const ProblemShape& s = args.shape;
     // Meaningless (negative) sizes count as 0: can_implement rejects them; the size must stay finite.
     auto size = [](std::int64_t value) { return static_cast<std::size_t>(value > 0 ? value : 0); };
@@ -141,9 +153,11 @@ struct BackwardWorkspaceLayout {
       l.segments = static_cast<std::int64_t>((T + static_cast<std::size_t>(segment_tokens) - 1) /
                                              static_cast<std::size_t>(segment_tokens));
       const auto S = static_cast<std::size_t>(l.segments);
-      l.dgx = take(T * W * sizeof(float));
-      l.dga = take(T * W * sizeof(float));
-      l.dx_direct = take(T * W * sizeof(float));
+      l.row_tokens = row_tokens < static_cast<std::int64_t>(T) ? row_tokens : static_cast<std::int64_t>(T);
+      const std::size_t R = size(l.row_tokens);
+      l.dgx = take(R * W * sizeof(float));
+      l.dga = take(R * W * sizeof(float));
+      l.dx_direct = take(R * W * sizeof(float));
       l.dWx_partial = take(S * H * w * w * sizeof(float));
       l.dWa_partial = take(S * H * w * w * sizeof(float));
       l.dbx_partial = take(S * W * sizeof(float));
@@ -245,7 +259,7 @@ class Backward {
       const ProblemShape& s = args.shape;
       if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
-      if (!Config::kFused) return true;
+      if (!Config::kFused || runs_time_slices(args)) return true;
       double sequential_resident = 0, chunked_resident = 0;
       if (!device_resident_ctas(Layout::kSharedBytes, Config::kThreads, sequential_resident).ok() ||
           !device_resident_ctas(ChunkLayout::kSharedBytes, Config::kThreads, chunked_resident).ok())
@@ -253,6 +267,18 @@ class Backward {
       const double ctas = static_cast<double>(s.num_sequences) * static_cast<double>(s.width / Config::kWidthTile);
       return kChunkedChunkCost * ctas / chunked_resident < std::ceil(ctas / sequential_resident);
     }
+  }
+
+  //! Whether `run` takes the backward in time slices of Config::kTimeSliceTokens tokens, last first (after
+  //! can_implement succeeded): fused mode, one dense sequence longer than a slice, the chunked scan allowed and its
+  //! grid within limits. From the arguments alone (workspace_size must not depend on the device): the chunked scan's
+  //! shared memory is below the sequential one's wherever both are shipped, and a device that held neither would
+  //! fail the launch with a CUDA error Status. Each slice's chunked scan finds the carries of the slice after it published (the chain's words
+  //! outlive the launch), then its two products read the slice's rows: the workspace holds one slice's fp32 row
+  //! gradients, not T's, and every bit is the one-pass backward's (no chunk and no dW segment straddles two slices).
+  static bool runs_time_slices(const BackwardArguments& args) {
+    if (!Config::kFused || kScan == BackwardScan::kSequential || !backward_shape_takes_time_slices(args)) return false;
+    return Chain::check_tickets(args.shape).ok();
   }
 
   //! Bytes of workspace `run` needs (see the file comment for the layout).
@@ -290,75 +316,44 @@ class Backward {
     }
     // Every chunk slot's partial row starts at zero (slots without a chunk add nothing to the ordered sum).
     HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.da_param_partial, 0, ws.partial_bytes, stream));
-    if (runs_chunked_scan(args)) {
-      HAWK_RETURN_IF_ERROR(launch_chunked_scan(args, ws, base, scan, stream));
-    } else {
-      const auto kernel = backward_scan_kernel<Config>;
-      HAWK_RETURN_IF_ERROR(KernelSharedMemory<Backward>::ensure(kernel, Layout::kSharedBytes));
-      const auto ctas = static_cast<unsigned int>(s.num_sequences * scan.width_tiles);
-      kernel<<<ctas, Config::kThreads, Layout::kSharedBytes, stream>>>(scan);
-      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_scan_kernel"));
+    bool sliced = false;
+    if constexpr (Config::kFused) {
+      if (runs_time_slices(args)) {  // (1) and (2) slice by slice, the last first
+        HAWK_RETURN_IF_ERROR(run_time_slices(args, ws, base, scan, checks, live_tokens, stream));
+        sliced = true;
+      }
+    }
+    if (!sliced) {
+      if (runs_chunked_scan(args)) {
+        ChunkedBackwardScanParams<Element> chunked;
+        HAWK_RETURN_IF_ERROR(prepare_chunked_scan(args, ws, base, scan, chunked, stream));
+        HAWK_RETURN_IF_ERROR(launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets), stream));
+      } else {
+        const auto kernel = backward_scan_kernel<Config>;
+        HAWK_RETURN_IF_ERROR(KernelSharedMemory<Backward>::ensure(kernel, Layout::kSharedBytes));
+        const auto ctas = static_cast<unsigned int>(s.num_sequences * scan.width_tiles);
+        kernel<<<ctas, Config::kThreads, Layout::kSharedBytes, stream>>>(scan);
+        HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_scan_kernel"));
+      }
+      // (2) fused: the block-diagonal products
+      if constexpr (Config::kFused)
+        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, stream));
     }
 
     OrderedSumJobs jobs;
     jobs.checks = checks;
     jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, ws.chunk_rows, args.a_param, args.da_param};
     jobs.num_jobs = 1;
-
-    // (2) fused: the block-diagonal products, the weight gradients first and dx behind them
     if constexpr (Config::kFused) {
-      const auto H = static_cast<unsigned int>(s.num_blocks);
-      const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
-      const float* dga = reinterpret_cast<const float*>(base + ws.dga);
-
-      BackwardWeightGradParams<Element> wg;
-      wg.checks = checks;
-      wg.live_tokens = live_tokens;
-      wg.x = static_cast<const Element*>(args.x);
-      wg.dgx = dgx;
-      wg.dga = dga;
-      wg.dWx_partial = reinterpret_cast<float*>(base + ws.dWx_partial);
-      wg.dWa_partial = reinterpret_cast<float*>(base + ws.dWa_partial);
-      wg.dbx_partial = reinterpret_cast<float*>(base + ws.dbx_partial);
-      wg.dba_partial = reinterpret_cast<float*>(base + ws.dba_partial);
-      wg.num_tokens = s.num_tokens;
-      wg.width = s.width;
-      wg.num_blocks = static_cast<int>(s.num_blocks);
-      const auto wg_kernel = backward_weight_grad_kernel<Config>;
-      HAWK_RETURN_IF_ERROR(KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes));
-      const dim3 wg_grid(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles,
-                         static_cast<unsigned int>(ws.segments));
-      wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
-      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
-
-      BackwardDxParams<Element> dx;
-      dx.checks = checks;
-      dx.live_tokens = live_tokens;
-      dx.dgx = dgx;
-      dx.dga = dga;
-      dx.dx_direct = reinterpret_cast<const float*>(base + ws.dx_direct);
-      dx.Wx = static_cast<const Element*>(args.Wx);
-      dx.Wa = static_cast<const Element*>(args.Wa);
-      dx.dx = static_cast<Element*>(args.dx);
-      dx.num_tokens = s.num_tokens;
-      dx.width = s.width;
-      dx.num_blocks = static_cast<int>(s.num_blocks);
-      // Behind the weight-gradient kernel, overlapping its last wave where the device allows
-      // (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its CTAs ends after that kernel.
-      const auto dx_kernel = backward_dx_kernel<Config>;
-      HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
-      bool overlap = false;
-      HAWK_RETURN_IF_ERROR(device_supports_dependent_launch(overlap));
-      const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(s.num_tokens, s.num_blocks));
-      HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(dx_kernel, dim3(dx_ctas), dim3(Config::kProductThreads),
-                                                              DxLayout::kSharedBytes, stream, overlap, dx));
-      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_dx_kernel"));
-
       const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;
-      jobs.job[1] = OrderedSumJob{wg.dWx_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWx};
-      jobs.job[2] = OrderedSumJob{wg.dWa_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWa};
-      jobs.job[3] = OrderedSumJob{wg.dbx_partial, s.width, s.width, ws.segments, nullptr, args.dbx};
-      jobs.job[4] = OrderedSumJob{wg.dba_partial, s.width, s.width, ws.segments, nullptr, args.dba};
+      auto* dWx_partial = reinterpret_cast<float*>(base + ws.dWx_partial);
+      auto* dWa_partial = reinterpret_cast<float*>(base + ws.dWa_partial);
+      auto* dbx_partial = reinterpret_cast<float*>(base + ws.dbx_partial);
+      auto* dba_partial = reinterpret_cast<float*>(base + ws.dba_partial);
+      jobs.job[1] = OrderedSumJob{dWx_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWx};
+      jobs.job[2] = OrderedSumJob{dWa_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWa};
+      jobs.job[3] = OrderedSumJob{dbx_partial, s.width, s.width, ws.segments, nullptr, args.dbx};
+      jobs.job[4] = OrderedSumJob{dba_partial, s.width, s.width, ws.segments, nullptr, args.dba};
       jobs.num_jobs = 5;
     }
 
@@ -373,13 +368,12 @@ class Backward {
     return end_checked_run("hawk::rglru::ordered_sum_kernel", checks, s, stream);
   }
 
-  //! The chunked scan on `stream`: the chain's counter and words cleared, dh_final copied when dh0 aliases it (the
-  //! chunk that reads it and the chunk that writes dh0 are different CTAs), then one CTA per ticket. Needs N >= 1
-  //! (check_problem_shape): the kernel reads cu_seqlens[n + 1] of the sequence it locates.
-  static Status launch_chunked_scan(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
-                                    unsigned char* base, const BackwardScanParams<Element>& scan,
-                                    cudaStream_t stream) {
-    ChunkedBackwardScanParams<Element> chunked;
+  //! The chunked scan's parameters on `stream`: the chain's counter and words cleared, dh_final copied when dh0
+  //! aliases it (the chunk that reads it and the chunk that writes dh0 are different CTAs); every ticket of the
+  //! call. Needs N >= 1 (check_problem_shape): the kernel reads cu_seqlens[n + 1] of the sequence it locates.
+  static Status prepare_chunked_scan(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
+                                     unsigned char* base, const BackwardScanParams<Element>& scan,
+                                     ChunkedBackwardScanParams<Element>& chunked, cudaStream_t stream) {
     chunked.scan = scan;
     HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.chain_counter, 0, ws.chain_bytes, stream));
     if (ws.dh_final_copy_bytes != 0) {
@@ -392,19 +386,119 @@ class Backward {
     chunked.num_sequences = s.num_sequences;
     chunked.chunks_per_sequence = (s.seq_len + Config::kTimeChunk - 1) / Config::kTimeChunk;  // dense (L >= 1)
     chunked.rows = ws.chunk_rows;
+    chunked.first_ticket = 0;
     chunked.tickets = Chain::tickets(s);
     chunked.ticket_counter = reinterpret_cast<unsigned long long*>(base + ws.chain_counter);
     chunked.carry_words = reinterpret_cast<unsigned long long*>(base + ws.chain_words);
+    return Status::success();
+  }
+
+  //! One launch of the chunked scan over the tickets [chunked.first_ticket, chunked.tickets), `grid` CTAs.
+  static Status launch_chunked_scan(const ChunkedBackwardScanParams<Element>& chunked, dim3 grid,
+                                    cudaStream_t stream) {
     const auto kernel = chunked_backward_scan_kernel<Config>;
     HAWK_RETURN_IF_ERROR(KernelSharedMemory<ChunkLayout>::ensure(kernel, ChunkLayout::kSharedBytes));
-    kernel<<<Chain::one_cta_per_ticket(chunked.tickets), Config::kThreads, ChunkLayout::kSharedBytes, stream>>>(
-        chunked);
+    kernel<<<grid, Config::kThreads, ChunkLayout::kSharedBytes, stream>>>(chunked);
     return last_launch_status("hawk::rglru::chunked_backward_scan_kernel");
+  }
+
+  //! The fused backward in time slices (runs_time_slices: one dense sequence), the last slice first: each slice's
+  //! chunked scan over its chunks' tickets (the ticket counter reset between slices, the carry words kept, so that
+  //! the slice's last chunk finds the next slice's first chunk's carry published), its rows written from the
+  //! workspace's first row (row_offset), then its products (launch_products over the slice's tokens and dW
+  //! segments). A slice's scan starts after the previous slice's dx ended (a plain launch), and dx ended after
+  //! that slice's weight gradients: nothing overwrites rows still read.
+  static Status run_time_slices(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
+                                unsigned char* base, const BackwardScanParams<Element>& scan,
+                                const unsigned int* checks, const std::uint8_t* live_tokens, cudaStream_t stream) {
+    constexpr std::int64_t kC = Config::kTimeChunk;
+    const ProblemShape& s = args.shape;
+    const std::int64_t T = s.num_tokens;
+    const std::int64_t slice_tokens = Config::kTimeSliceTokens;
+    const std::int64_t slices = (T + slice_tokens - 1) / slice_tokens;
+    const std::int64_t tiles = scan.width_tiles;
+    ChunkedBackwardScanParams<Element> chunked;
+    HAWK_RETURN_IF_ERROR(prepare_chunked_scan(args, ws, base, scan, chunked, stream));
+    const std::int64_t chunks = chunked.chunks_per_sequence;  // one sequence: chunk j has tickets from
+                                                              // (chunks - 1 - j) * tiles (locate_reverse_chunk)
+    for (std::int64_t slice = slices - 1; slice >= 0; --slice) {
+      const std::int64_t first_token = slice * slice_tokens;
+      const std::int64_t end_token = first_token + slice_tokens < T ? first_token + slice_tokens : T;
+      const std::int64_t first_chunk = first_token / kC, end_chunk = (end_token + kC - 1) / kC;
+      if (slice != slices - 1)
+        HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(chunked.ticket_counter, 0, sizeof(unsigned long long), stream));
+      chunked.first_ticket = (chunks - end_chunk) * tiles;
+      chunked.tickets = (chunks - first_chunk) * tiles;
+      chunked.scan.row_offset = first_token;
+      HAWK_RETURN_IF_ERROR(
+          launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
+      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token, stream));
+    }
+    return Status::success();
+  }
+
+  //! Fused mode: the block-diagonal products of the tokens [first_token, end_token) (whole dW segments, or T's
+  //! end), whose rows are the workspace's first: the weight gradients first, dx behind them, overlapping their last
+  //! wave where the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its
+  //! CTAs ends after the weight-gradient grid.
+  static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
+                                unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
+                                std::int64_t first_token, std::int64_t end_token, cudaStream_t stream) {
+    const ProblemShape& s = args.shape;
+    const auto H = static_cast<unsigned int>(s.num_blocks);
+    const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
+    const float* dga = reinterpret_cast<const float*>(base + ws.dga);
+
+    BackwardWeightGradParams<Element> wg;
+    wg.checks = checks;
+    wg.live_tokens = live_tokens;
+    wg.x = static_cast<const Element*>(args.x);
+    wg.dgx = dgx;
+    wg.dga = dga;
+    wg.dWx_partial = reinterpret_cast<float*>(base + ws.dWx_partial);
+    wg.dWa_partial = reinterpret_cast<float*>(base + ws.dWa_partial);
+    wg.dbx_partial = reinterpret_cast<float*>(base + ws.dbx_partial);
+    wg.dba_partial = reinterpret_cast<float*>(base + ws.dba_partial);
+    wg.num_tokens = s.num_tokens;
+    wg.first_segment = first_token / Config::kWeightGradSegment;
+    wg.first_row_token = first_token;
+    wg.width = s.width;
+    wg.num_blocks = static_cast<int>(s.num_blocks);
+    const std::int64_t end_segment = (end_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
+    const auto wg_kernel = backward_weight_grad_kernel<Config>;
+    HAWK_RETURN_IF_ERROR(KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes));
+    const dim3 wg_grid(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles,
+                       static_cast<unsigned int>(end_segment - wg.first_segment));
+    wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
+    HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
+
+    BackwardDxParams<Element> dx;
+    dx.checks = checks;
+    dx.live_tokens = live_tokens;
+    dx.dgx = dgx;
+    dx.dga = dga;
+    dx.dx_direct = reinterpret_cast<const float*>(base + ws.dx_direct);
+    dx.Wx = static_cast<const Element*>(args.Wx);
+    dx.Wa = static_cast<const Element*>(args.Wa);
+    dx.dx = static_cast<Element*>(args.dx);
+    dx.num_tokens = end_token;
+    dx.first_token = first_token;
+    dx.width = s.width;
+    dx.num_blocks = static_cast<int>(s.num_blocks);
+    const auto dx_kernel = backward_dx_kernel<Config>;
+    HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
+    bool overlap = false;
+    HAWK_RETURN_IF_ERROR(device_supports_dependent_launch(overlap));
+    const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(end_token - first_token, s.num_blocks));
+    HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(dx_kernel, dim3(dx_ctas), dim3(Config::kProductThreads),
+                                                            DxLayout::kSharedBytes, stream, overlap, dx));
+    return last_launch_status("hawk::rglru::backward_dx_kernel");
   }
 
   //! The workspace layout for `args`.
   static BackwardWorkspaceLayout layout(const BackwardArguments& args) {
-    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk);
+    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk,
+                                         runs_time_slices(args) ? Config::kTimeSliceTokens : args.shape.num_tokens);
   }
 
   //! The scan kernel's parameters for `args` (after can_implement succeeded) and the call's device-check word
