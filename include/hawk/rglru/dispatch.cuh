@@ -687,8 +687,7 @@ template <class = void>
 std::size_t backward_workspace_size(const BackwardArguments& args) {
   // kAuto slices where the shape asks (the chunked scan runs wherever a shipped or compact configuration does).
   return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk,
-                                       backward_shape_takes_time_slices(args) ? kBackwardTimeSliceTokens
-                                                                              : args.shape.num_tokens)
+                                       backward_shape_takes_time_slices(args))
       .total;
 }
 

@@ -176,26 +176,27 @@ TEST_CASE("the chunked backward scan with the device checks off and offsets out 
   check_slots_of_skipped_sequences_publish<GateMode::kGateLogits>();
 }
 
-TEST_CASE("the fused backward of one long sequence runs in time slices (the last first) and gives the one-pass "
-          "bits: a one-token last slice, a partial last chunk, resets across slice edges, h0, dh_final and dh0",
+TEST_CASE("the fused backward of one long sequence runs in time slices (the last first) and gives the bits of every "
+          "other path: a one-token last slice, a partial last chunk, resets across slice edges, h0, dh_final and dh0",
           "[rglru][backward][chunked_scan][time_slices]") {
-  // kBackwardTimeSliceTokens = 2048: 2049 tokens are two slices, the second of one token; 4096 + 77 three, the last
-  // chunk partial. The chunked scan (which slices) against the float64 reference and, bitwise, the sequential scan
-  // (which never slices).
-  static_assert(hawk::rglru::kBackwardTimeSliceTokens == 2048, "the lengths below straddle 2048-token slices");
-  check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 64>({2049}, false, true, true);
-  check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 256>({4096 + 77}, false, true, true, 1);
+  // kBackwardTimeSliceTokens = 1024: 1025 tokens are two slices, the second of one token; 2048 + 77 three, the last
+  // chunk partial. The chunked scan (which slices, and adds dW, db slice by slice) against the float64 reference
+  // and, bitwise, the sequential scan (which never slices, and sums every segment's partials at the end).
+  static_assert(hawk::rglru::kBackwardTimeSliceTokens == 1024, "the lengths below straddle 1024-token slices");
+  check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 64>({1025}, false, true, true);
+  check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 128>({2048 + 77}, false, true, true);
+  check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 256>({2048 + 77}, false, false, false, 1);
   // Sliced where the shape asks, and the workspace then holds one slice's rows.
   hawk::rglru::BackwardArguments args;
   args.mode = GateMode::kFused;
   args.shape.num_sequences = 1;
-  args.shape.seq_len = args.shape.num_tokens = 4096 + 77;
+  args.shape.seq_len = args.shape.num_tokens = 2048 + 77;
   args.shape.width = 512;
   args.shape.num_blocks = 2;
   CHECK(hawk::rglru::backward_shape_takes_time_slices(args));
   const std::size_t sliced = hawk::rglru::backward_workspace_size(args);
   args.shape.num_sequences = 2;  // two sequences: not sliced, every token's rows
-  args.shape.seq_len = (4096 + 77 + 1) / 2;
+  args.shape.seq_len = (2048 + 77 + 1) / 2;
   args.shape.num_tokens = 2 * args.shape.seq_len;
   CHECK_FALSE(hawk::rglru::backward_shape_takes_time_slices(args));
   CHECK(hawk::rglru::backward_workspace_size(args) > sliced);

@@ -82,6 +82,9 @@ struct BackwardWeightGradParams {
   //! the first of dgx, dga (the slice's first token, else 0).
   std::int64_t first_segment = 0;
   std::int64_t first_row_token = 0;
+  //! The segment whose partials are the first of the partial arrays (a time slice's, whose partials alone the
+  //! workspace holds; else 0).
+  std::int64_t first_partial_segment = 0;
   std::int64_t width = 0;
   int num_blocks = 0;
 };
@@ -441,7 +444,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
         for (int n = 0; n < Layout::kNBlocks; ++n) {
           const int o = o0 + warp_col0 + 8 * n + 2 * lane.thread;
           if (o >= kBlockWidth) continue;
-          const std::int64_t offset = ((segment * num_blocks + block) * kBlockWidth + i) * kBlockWidth + o;
+          const std::int64_t offset =
+              (((segment - params.first_partial_segment) * num_blocks + block) * kBlockWidth + i) * kBlockWidth + o;
           *reinterpret_cast<float2*>(partial + offset) =
               make_float2(acc[matrix][m][n][2 * half], acc[matrix][m][n][2 * half + 1]);
         }
@@ -450,7 +454,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   }
   if (bias_thread && o0 + (tid % kCols) < kBlockWidth) {
     float* bias_partial = tid < kCols ? params.dbx_partial : params.dba_partial;
-    bias_partial[segment * W + block_col + o0 + (tid % kCols)] = bias_sum;
+    bias_partial[(segment - params.first_partial_segment) * W + block_col + o0 + (tid % kCols)] = bias_sum;
   }
 }
 

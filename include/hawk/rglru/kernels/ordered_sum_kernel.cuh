@@ -1,8 +1,14 @@
 #pragma once
 //! \file
-//! The last step of the RG-LRU backward: parameter gradients from their fp32 partials, summed in index order.
+//! The last step of the RG-LRU backward: parameter gradients from their fp32 partials, summed in a fixed order.
 //!
-//!     out[e] = scale(e) · Σ_{p = 0, 1, ..., P-1} partial[p][e]
+//!     out[e] = scale(e) · Σ_{p = 0, 1, ..., P-1} partial[p][e]        (d a_param: index order)
+//!     out[e] = Σ_{p = P-1, ..., 1, 0} partial[p][e]                    (dW, db: the last time segment first)
+//!
+//! dW and db are summed last segment first because the backward produces them in that order when it runs in time
+//! slices (operators/backward.cuh): each slice then adds its one segment to a running sum (`accumulate`: the sum
+//! starts from out[e], which the first slice finds zero), the same additions in the same order as one reverse
+//! ordered sum over every segment.
 //!
 //! One thread per element walks the partials in order, so the result is the same bits on every run and on every
 //! device, with no atomics. Used for dWx, dWa, dbx, dba (partials per time segment, scale 1) and d a_param
@@ -26,6 +32,8 @@ struct OrderedSumJob {
   //! If not null, out[e] is multiplied by sigmoid(scale_by_sigmoid_of[e]) (= d softplus(a) / da).
   const float* scale_by_sigmoid_of = nullptr;
   float* out = nullptr;
+  bool reverse = false;     //!< add the partials from the last to the first
+  bool accumulate = false;  //!< start from out[e] (a running sum in the workspace), not from 0
 };
 
 //! Up to five ordered sums done by one launch (blockIdx.y picks the job).
@@ -49,8 +57,12 @@ __global__ void __launch_bounds__(Threads) ordered_sum_kernel(const OrderedSumJo
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < job.count;
        e += stride) {
     const float* __restrict__ partial = job.partials + e;
-    float sum = 0.0f;
-    for (std::int64_t p = 0; p < job.num_partials; ++p) sum += partial[p * job.partial_stride];
+    float sum = job.accumulate ? job.out[e] : 0.0f;
+    if (job.reverse) {
+      for (std::int64_t p = job.num_partials - 1; p >= 0; --p) sum += partial[p * job.partial_stride];
+    } else {
+      for (std::int64_t p = 0; p < job.num_partials; ++p) sum += partial[p * job.partial_stride];
+    }
     if (job.scale_by_sigmoid_of != nullptr) sum *= math::sigmoid(job.scale_by_sigmoid_of[e]);
     job.out[e] = sum;
   }

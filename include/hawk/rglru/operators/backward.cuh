@@ -36,10 +36,11 @@
 //!   scan kernels write the partials, the chain's part only the chunked one); and, when dh0 == dh_final (a state
 //!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
 //! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·R·W·4 = 12·R·W
-//!   bytes (transient, inside this call only; R = T, or Config::kTimeSliceTokens when the call runs in time slices,
-//!   runs_time_slices: one dense sequence longer than a slice through the chunked scan), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
-//!   dbx, dba (2·S·W·4 bytes), S = ceil(T / 1024); and T bytes of live-token flags when a token can belong to
-//!   no sequence the backward runs (`state_index` given, or packed with the device checks off).
+//!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
+//!   dbx, dba (2·S·W·4 bytes), R = T and S = ceil(T / 1024); in time slices (runs_time_slices: one dense sequence
+//!   longer than a slice, through the chunked scan) R = kBackwardTimeSliceTokens and S = its segments, and the
+//!   running sums of dW and db besides (2·H·w²·4 + 2·W·4 bytes); and T bytes of live-token flags when a token can
+//!   belong to no sequence the backward runs (`state_index` given, or packed with the device checks off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
 //! (T·W·4 / TimeChunk bytes).
 //!
@@ -111,18 +112,23 @@ struct BackwardWorkspaceLayout {
   std::size_t partial_bytes = 0;                           // the d a_param partials (every scan clears)
   std::size_t dh_final_copy = 0, dh_final_copy_bytes = 0;  // dh0 == dh_final: [state rows, W] fp32
   std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [T, W] fp32 each
-  std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w]
+  std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w] (time slices: a slice's S)
   std::size_t dbx_partial = 0, dba_partial = 0;            // fused: [S, W]
+  std::size_t dWx_running = 0, dWa_running = 0;            // time slices: [H, w, w] running sums
+  std::size_t dbx_running = 0, dba_running = 0;            // time slices: [W]
+  std::size_t running_bytes = 0;                           // time slices: the four running sums (cleared)
+  std::int64_t partial_segments = 0;                       // segments whose partials the workspace holds
   std::size_t live_tokens = 0, live_tokens_bytes = 0;      // fused, when needed: [T] bytes
   std::int64_t segments = 0;                               // S
   std::int64_t row_tokens = 0;                             // fused: tokens whose rows dgx, dga, dx_direct hold
   std::size_t total = 0;
 
-  //! The layout for `args`, a weight-gradient segment of `segment_tokens` tokens, chunks of `time_chunk` tokens and
-  //! fused-mode row gradients for `row_tokens` tokens at a time (T, or a time slice's tokens). It holds what either
-  //! scan kernel needs, so that the kernel's choice never changes the size.
+  //! The layout for `args`, a weight-gradient segment of `segment_tokens` tokens and chunks of `time_chunk` tokens,
+  //! in time slices of kBackwardTimeSliceTokens when `time_slices` (fused mode: one slice's rows and segments, and the
+  //! running sums of dW, db), else every token's rows and every segment's partials. It holds what either scan kernel
+  //! needs, so that the kernel's choice never changes the size.
   static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens,
-                                      std::int64_t time_chunk, std::int64_t row_tokens) {
+                                      std::int64_t time_chunk, bool time_slices) {
     const ProblemShape& s = args.shape;
     // Meaningless (negative) sizes count as 0: can_implement rejects them; the size must stay finite.
     auto size = [](std::int64_t value) { return static_cast<std::size_t>(value > 0 ? value : 0); };
@@ -152,8 +158,9 @@ struct BackwardWorkspaceLayout {
     if (args.mode == GateMode::kFused) {
       l.segments = static_cast<std::int64_t>((T + static_cast<std::size_t>(segment_tokens) - 1) /
                                              static_cast<std::size_t>(segment_tokens));
-      const auto S = static_cast<std::size_t>(l.segments);
-      l.row_tokens = row_tokens < static_cast<std::int64_t>(T) ? row_tokens : static_cast<std::int64_t>(T);
+      l.partial_segments = time_slices ? kBackwardTimeSliceTokens / segment_tokens : l.segments;
+      const auto S = static_cast<std::size_t>(l.partial_segments);
+      l.row_tokens = time_slices ? kBackwardTimeSliceTokens : static_cast<std::int64_t>(T);
       const std::size_t R = size(l.row_tokens);
       l.dgx = take(R * W * sizeof(float));
       l.dga = take(R * W * sizeof(float));
@@ -162,6 +169,13 @@ struct BackwardWorkspaceLayout {
       l.dWa_partial = take(S * H * w * w * sizeof(float));
       l.dbx_partial = take(S * W * sizeof(float));
       l.dba_partial = take(S * W * sizeof(float));
+      if (time_slices) {
+        l.dWx_running = take(H * w * w * sizeof(float));
+        l.dWa_running = take(H * w * w * sizeof(float));
+        l.dbx_running = take(W * sizeof(float));
+        l.dba_running = take(W * sizeof(float));
+        l.running_bytes = carver.bytes() - l.dWx_running;
+      }
       if (backward_needs_live_tokens(args)) {
         l.live_tokens_bytes = T;
         l.live_tokens = take(T);
@@ -337,7 +351,7 @@ class Backward {
       }
       // (2) fused: the block-diagonal products
       if constexpr (Config::kFused)
-        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, stream));
+        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, 0, stream));
     }
 
     OrderedSumJobs jobs;
@@ -345,25 +359,15 @@ class Backward {
     jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, ws.chunk_rows, args.a_param, args.da_param};
     jobs.num_jobs = 1;
     if constexpr (Config::kFused) {
-      const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;
-      auto* dWx_partial = reinterpret_cast<float*>(base + ws.dWx_partial);
-      auto* dWa_partial = reinterpret_cast<float*>(base + ws.dWa_partial);
-      auto* dbx_partial = reinterpret_cast<float*>(base + ws.dbx_partial);
-      auto* dba_partial = reinterpret_cast<float*>(base + ws.dba_partial);
-      jobs.job[1] = OrderedSumJob{dWx_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWx};
-      jobs.job[2] = OrderedSumJob{dWa_partial, weight_elements, weight_elements, ws.segments, nullptr, args.dWa};
-      jobs.job[3] = OrderedSumJob{dbx_partial, s.width, s.width, ws.segments, nullptr, args.dbx};
-      jobs.job[4] = OrderedSumJob{dba_partial, s.width, s.width, ws.segments, nullptr, args.dba};
-      jobs.num_jobs = 5;
+      // dW, db: every segment's partials, the last first; or, after time slices, the running sums as they are.
+      const ParameterSums sums = parameter_sums(ws, base, sliced);
+      const float* sources[4] = {sums.dWx, sums.dWa, sums.dbx, sums.dba};
+      float* outputs[4] = {args.dWx, args.dWa, args.dbx, args.dba};
+      add_parameter_jobs(args, sources, sliced ? 1 : ws.segments, outputs, false, jobs);
     }
 
     // (3) the ordered reductions
-    std::int64_t largest = 0;
-    for (int j = 0; j < jobs.num_jobs; ++j) largest = jobs.job[j].count > largest ? jobs.job[j].count : largest;
-    std::int64_t blocks = (largest + kOrderedSumThreads - 1) / kOrderedSumThreads;
-    if (blocks > 4096) blocks = 4096;  // grid-stride beyond: the per-element order does not depend on the grid
-    const dim3 sum_grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
-    ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
+    launch_ordered_sums(jobs, stream);
     // Step 4: the verdict, as the caller asked (the kernels above already obeyed it on the device).
     return end_checked_run("hawk::rglru::ordered_sum_kernel", checks, s, stream);
   }
@@ -419,6 +423,12 @@ class Backward {
     const std::int64_t tiles = scan.width_tiles;
     ChunkedBackwardScanParams<Element> chunked;
     HAWK_RETURN_IF_ERROR(prepare_chunked_scan(args, ws, base, scan, chunked, stream));
+    // The running sums of dW, db start at zero; each slice adds its segments, the last first.
+    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.dWx_running, 0, ws.running_bytes, stream));
+    const ParameterSums partials = parameter_sums(ws, base, false);
+    const float* sources[4] = {partials.dWx, partials.dWa, partials.dbx, partials.dba};
+    float* running[4] = {reinterpret_cast<float*>(base + ws.dWx_running), reinterpret_cast<float*>(base + ws.dWa_running),
+                         reinterpret_cast<float*>(base + ws.dbx_running), reinterpret_cast<float*>(base + ws.dba_running)};
     const std::int64_t chunks = chunked.chunks_per_sequence;  // one sequence: chunk j has tickets from
                                                               // (chunks - 1 - j) * tiles (locate_reverse_chunk)
     for (std::int64_t slice = slices - 1; slice >= 0; --slice) {
@@ -432,18 +442,29 @@ class Backward {
       chunked.scan.row_offset = first_token;
       HAWK_RETURN_IF_ERROR(
           launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
-      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token, stream));
+      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token,
+                                           first_token / Config::kWeightGradSegment, stream));
+      // After dx, which ended after the weight gradients: the slice's segments onto the running sums.
+      OrderedSumJobs add;
+      add.checks = checks;
+      const std::int64_t segments =
+          (end_token - first_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
+      add_parameter_jobs(args, sources, segments, running, true, add);
+      launch_ordered_sums(add, stream);
+      HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
     }
     return Status::success();
   }
 
   //! Fused mode: the block-diagonal products of the tokens [first_token, end_token) (whole dW segments, or T's
-  //! end), whose rows are the workspace's first: the weight gradients first, dx behind them, overlapping their last
+  //! end), whose rows are the workspace's first, their dW / db partials from the workspace's partial row of segment
+  //! first_partial_segment on: the weight gradients first, dx behind them, overlapping their last
   //! wave where the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its
   //! CTAs ends after the weight-gradient grid.
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
-                                std::int64_t first_token, std::int64_t end_token, cudaStream_t stream) {
+                                std::int64_t first_token, std::int64_t end_token,
+                                std::int64_t first_partial_segment, cudaStream_t stream) {
     const ProblemShape& s = args.shape;
     const auto H = static_cast<unsigned int>(s.num_blocks);
     const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
@@ -462,6 +483,7 @@ class Backward {
     wg.num_tokens = s.num_tokens;
     wg.first_segment = first_token / Config::kWeightGradSegment;
     wg.first_row_token = first_token;
+    wg.first_partial_segment = first_partial_segment;
     wg.width = s.width;
     wg.num_blocks = static_cast<int>(s.num_blocks);
     const std::int64_t end_segment = (end_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
@@ -495,10 +517,44 @@ class Backward {
     return last_launch_status("hawk::rglru::backward_dx_kernel");
   }
 
+  //! One launch of the ordered sums `jobs` on `stream` (its status is the caller's to read).
+  static void launch_ordered_sums(const OrderedSumJobs& jobs, cudaStream_t stream) {
+    std::int64_t largest = 0;
+    for (int j = 0; j < jobs.num_jobs; ++j) largest = jobs.job[j].count > largest ? jobs.job[j].count : largest;
+    std::int64_t blocks = (largest + kOrderedSumThreads - 1) / kOrderedSumThreads;
+    if (blocks > 4096) blocks = 4096;  // grid-stride beyond: the per-element order does not depend on the grid
+    const dim3 sum_grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
+    ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
+  }
+
+  //! Where dW's and db's sums come from: every segment's partials, or, after time slices, their running sums.
+  struct ParameterSums {
+    const float *dWx, *dWa, *dbx, *dba;
+  };
+  static ParameterSums parameter_sums(const BackwardWorkspaceLayout& ws, unsigned char* base, bool running) {
+    auto at = [&](std::size_t offset) { return reinterpret_cast<const float*>(base + offset); };
+    if (running) return {at(ws.dWx_running), at(ws.dWa_running), at(ws.dbx_running), at(ws.dba_running)};
+    return {at(ws.dWx_partial), at(ws.dWa_partial), at(ws.dbx_partial), at(ws.dba_partial)};
+  }
+
+  //! Appends to `jobs` dWx, dWa, dbx, dba, each the sum of `rows` rows of its source, the last row first (the last
+  //! time segment first: ordered_sum_kernel.cuh), into its output (`accumulate`: onto it).
+  static void add_parameter_jobs(const BackwardArguments& args, const float* const (&sources)[4], std::int64_t rows,
+                                 float* const (&outputs)[4], bool accumulate, OrderedSumJobs& jobs) {
+    const ProblemShape& s = args.shape;
+    const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;
+    for (int m = 0; m < 4; ++m) {
+      const std::int64_t count = m < 2 ? weight_elements : s.width;
+      OrderedSumJob job{sources[m], count, count, rows, nullptr, outputs[m]};
+      job.reverse = true;
+      job.accumulate = accumulate;
+      jobs.job[jobs.num_jobs++] = job;
+    }
+  }
+
   //! The workspace layout for `args`.
   static BackwardWorkspaceLayout layout(const BackwardArguments& args) {
-    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk,
-                                         runs_time_slices(args) ? Config::kTimeSliceTokens : args.shape.num_tokens);
+    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk, runs_time_slices(args));
   }
 
   //! The scan kernel's parameters for `args` (after can_implement succeeded) and the call's device-check word
