@@ -281,13 +281,16 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     report(hawk::rglru::detail::visit_default_backward_config(backward_args(0), [&](auto config, auto) -> hawk::Status {
              using Chunked = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kChunked>;
              using Sequential = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kSequential>;
+             // The sequential scan keeps every row of fp32 gate gradients (no time slices): its own workspace.
+             thrust::device_vector<unsigned char> scan_workspace(std::max(
+                 Chunked::workspace_size(backward_args(0)), Sequential::workspace_size(backward_args(0))));
              scans = time_ab(
                  [&](int rep) {
-                   report(Chunked::run(backward_args(rep % b.sets), raw(g.workspace), g.workspace.size(), nullptr),
+                   report(Chunked::run(backward_args(rep % b.sets), raw(scan_workspace), scan_workspace.size(), nullptr),
                           "chunked backward");
                  },
                  [&](int rep) {
-                   report(Sequential::run(backward_args(rep % b.sets), raw(g.workspace), g.workspace.size(), nullptr),
+                   report(Sequential::run(backward_args(rep % b.sets), raw(scan_workspace), scan_workspace.size(), nullptr),
                           "sequential backward");
                  },
                  s.L * s.B > 100000 ? 2 : 10);
