@@ -72,7 +72,8 @@
 //! 12·T·W + 12·R·W + 8·S·(H·w² + W) bytes in fused mode (S = ceil(T / 1024)), plus T bytes of live-token flags
 //! when padding is possible; plus a copy of dh_final when dh0 aliases it; plus, first, the device checks' word and
 //! claim table (DeviceCheckLayout) when they run. At (1, 8192, 2560, 10) fused: 298 MB, of which 252 MB the
-//! fp32 gate gradients (issue 17's next piece removes them).
+//! fp32 gate gradients. One long dense sequence in fused mode can run in time slices of 1024 tokens with as little
+//! as `backward_min_workspace_size(args)` (12·1024·W bytes of rows; 46 MB there), slower, with the same bits.
 
 #include <cuda_runtime_api.h>
 
@@ -685,7 +686,16 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t backward_workspace_size(const BackwardArguments& args) {
-  // kAuto slices where the shape asks (the chunked scan runs wherever a shipped or compact configuration does).
+  return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk, false).total;
+}
+
+//! The least workspace `backward(args, ...)` accepts: one time slice's rows where the shape can take slices (fused
+//! mode, one dense sequence longer than kBackwardTimeSliceTokens), else backward_workspace_size(args). A workspace
+//! from here up to (not including) backward_workspace_size(args) runs the backward in time slices: the same bits,
+//! less memory, more time (at (1, 8192, 2560, 10): 46 against 298 MB, bench/results/2026-12-04-h200-*).
+template <class = void>
+std::size_t backward_min_workspace_size(const BackwardArguments& args) {
+  // kAuto can slice wherever the shape can (the chunked scan runs wherever a shipped or compact configuration does).
   return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk,
                                        backward_shape_takes_time_slices(args))
       .total;

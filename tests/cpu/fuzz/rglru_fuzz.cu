@@ -214,15 +214,28 @@ EntryPoint<ForwardCtx> decode_step_entry() {
 
 // ---- Backward<BackwardConfig<Config>> ----------------------------------------------------------------------------
 
-//! What the backward workspace must at least hold (backward.cuh): N·W·4, and 12·T·W in fused mode.
-std::size_t backward_workspace_floor(const hawk::rglru::BackwardArguments& a) {
+//! What the backward workspace must at least hold (backward.cuh): N·W·4, and 12·T·W in fused mode (12·S·W, S =
+//! kBackwardTimeSliceTokens, for the least workspace of a shape that can take time slices).
+std::size_t backward_workspace_floor(const hawk::rglru::BackwardArguments& a, bool least) {
   std::size_t floor = extent(a.shape.num_sequences, a.shape.width, 4);
-  // Fused mode's fp32 rows: every token's, or one time slice's where the shape runs in slices.
-  const std::int64_t row_tokens = hawk::rglru::backward_shape_takes_time_slices(a)
+  const std::int64_t row_tokens = least && hawk::rglru::backward_shape_takes_time_slices(a)
                                       ? static_cast<std::int64_t>(hawk::rglru::kBackwardTimeSliceTokens)
                                       : a.shape.num_tokens;
   if (a.mode == GateMode::kFused) floor += extent(row_tokens, a.shape.width, 12);
   return floor;
+}
+
+//! The least workspace `least` against the one-pass workspace `bytes` and the documented floor.
+void check_least_workspace(const hawk::rglru::BackwardArguments& a, std::size_t least, std::size_t bytes,
+                           const Status& s, Findings& f) {
+  if (least > bytes)
+    f.add("min_workspace_size " + std::to_string(least) + " is above workspace_size " + std::to_string(bytes));
+  if (!hawk::rglru::backward_shape_takes_time_slices(a) && least != bytes)
+    f.add("min_workspace_size " + std::to_string(least) + " differs from workspace_size " + std::to_string(bytes) +
+          " where the shape takes no time slices");
+  if (host_passed(s) && least < backward_workspace_floor(a, true))
+    f.add("min_workspace_size " + std::to_string(least) + " is below the documented layout's " +
+          std::to_string(backward_workspace_floor(a, true)) + " bytes");
 }
 
 template <class Config>
@@ -254,9 +267,10 @@ EntryPoint<BackwardCtx> backward_entry() {
     if (bytes != hawk::rglru::backward_workspace_size(c.a))
       f.add("Backward::workspace_size " + std::to_string(bytes) + " differs from backward_workspace_size " +
             std::to_string(hawk::rglru::backward_workspace_size(c.a)));
-    if (host_passed(s) && bytes < backward_workspace_floor(c.a))
+    if (host_passed(s) && bytes < backward_workspace_floor(c.a, false))
       f.add("workspace_size " + std::to_string(bytes) + " is below the documented layout's " +
-            std::to_string(backward_workspace_floor(c.a)) + " bytes");
+            std::to_string(backward_workspace_floor(c.a, false)) + " bytes");
+    check_least_workspace(c.a, Op::min_workspace_size(c.a), bytes, s, f);
     if (dispatch_picks<Config>(c.a) && c.a.checkpoint_chunk == hawk::rglru::kDefaultTimeChunk)
       f.expect_same_code("backward_can_implement", s, hawk::rglru::backward_can_implement(c.a));
     if (host_refused(s)) f.expect_same_code("Backward::run", s, Op::run(c.a, fake_workspace(), bytes, nullptr));
@@ -357,9 +371,10 @@ EntryPoint<BackwardCtx> dispatch_backward_entry() {
   e.probe = [](const BackwardCtx& c, Findings& f) {
     const Status s = hawk::rglru::backward_can_implement(c.a);
     const std::size_t bytes = hawk::rglru::backward_workspace_size(c.a);
-    if (host_passed(s) && bytes < backward_workspace_floor(c.a))
+    if (host_passed(s) && bytes < backward_workspace_floor(c.a, false))
       f.add("backward_workspace_size " + std::to_string(bytes) + " is below the documented layout's " +
-            std::to_string(backward_workspace_floor(c.a)) + " bytes");
+            std::to_string(backward_workspace_floor(c.a, false)) + " bytes");
+    check_least_workspace(c.a, hawk::rglru::backward_min_workspace_size(c.a), bytes, s, f);
     if (host_refused(s)) f.expect_same_code("backward", s, hawk::rglru::backward(c.a, fake_workspace(), bytes, nullptr));
     return s;
   };

@@ -186,7 +186,7 @@ TEST_CASE("the fused backward of one long sequence runs in time slices (the last
   check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 64>({1025}, false, true, true);
   check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 128>({2048 + 77}, false, true, true);
   check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 256>({2048 + 77}, false, false, false, 1);
-  // Sliced where the shape asks, and the workspace then holds one slice's rows.
+  // The least workspace holds one slice's rows where the shape can take slices, and is the one-pass size elsewhere.
   hawk::rglru::BackwardArguments args;
   args.mode = GateMode::kFused;
   args.shape.num_sequences = 1;
@@ -194,10 +194,38 @@ TEST_CASE("the fused backward of one long sequence runs in time slices (the last
   args.shape.width = 512;
   args.shape.num_blocks = 2;
   CHECK(hawk::rglru::backward_shape_takes_time_slices(args));
-  const std::size_t sliced = hawk::rglru::backward_workspace_size(args);
-  args.shape.num_sequences = 2;  // two sequences: not sliced, every token's rows
+  CHECK(hawk::rglru::backward_min_workspace_size(args) + 12 * 1024 * 512 < hawk::rglru::backward_workspace_size(args));
+  args.shape.num_sequences = 2;  // two sequences: no slices, every token's rows
   args.shape.seq_len = (2048 + 77 + 1) / 2;
   args.shape.num_tokens = 2 * args.shape.seq_len;
   CHECK_FALSE(hawk::rglru::backward_shape_takes_time_slices(args));
-  CHECK(hawk::rglru::backward_workspace_size(args) > sliced);
+  CHECK(hawk::rglru::backward_min_workspace_size(args) == hawk::rglru::backward_workspace_size(args));
+}
+
+TEST_CASE("the default dispatch takes time slices with its least workspace and gives the one-pass bits; one byte "
+          "less is refused and writes nothing",
+          "[rglru][backward][time_slices]") {
+  const rglru_test::Problem p = rglru_test::make_problem<E>(256, 2, {2048 + 77}, false, GateMode::kFused,
+                                                            hawk::rglru::ResetMode::kFlags, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<void>(d.arguments(p), d.workspace).ok());
+  DeviceGradients<E> one_pass(p, u), sliced(p, u), refused(p, u);
+  REQUIRE(run_backward<void>(one_pass.arguments(p, d), one_pass.workspace).ok());
+  REQUIRE(run_backward<void>(sliced.arguments(p, d), sliced.workspace, true).ok());
+  const HostGradients a = one_pass.download(), b = sliced.download();
+  CHECK(a.all_bytes() == b.all_bytes());
+  check_against_reference<E>(p, u, b);
+  // Negative control: the comparison sees one flipped bit of dWx.
+  HostGradients c = b;
+  c.dWx_bytes[5] ^= 1;
+  CHECK_FALSE(a.all_bytes() == c.all_bytes());
+  // One byte below the least workspace: kInvalidArgument, and the poisoned outputs stay as they were.
+  const hawk::rglru::BackwardArguments args = refused.arguments(p, d);
+  const HostGradients before = refused.download();
+  thrust::device_vector<unsigned char> small(hawk::rglru::backward_min_workspace_size(args) - 1);
+  const hawk::Status status = hawk::rglru::backward(args, hawk_test::raw(small), small.size(), nullptr);
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  CHECK(status.code() == hawk::StatusCode::kInvalidArgument);
+  CHECK(refused.download().all_bytes() == before.all_bytes());
 }

@@ -145,17 +145,20 @@ struct DeviceGradients {
 };
 
 //! Run Backward<DefaultBackwardConfig<ForwardConfig>::type, Scan> (or the default dispatch when ForwardConfig is
-//! void) with the workspace it asks for, and wait.
+//! void) with the workspace it asks for (`least`: the least it accepts, which takes time slices where it can),
+//! and wait.
 template <class ForwardConfig, hawk::rglru::BackwardScan Scan = hawk::rglru::BackwardScan::kAuto>
-hawk::Status run_backward(const BackwardArguments& args, thrust::device_vector<unsigned char>& workspace) {
+hawk::Status run_backward(const BackwardArguments& args, thrust::device_vector<unsigned char>& workspace,
+                          bool least = false) {
   hawk::Status status;
   if constexpr (std::is_void<ForwardConfig>::value) {
     static_assert(Scan == hawk::rglru::BackwardScan::kAuto, "run_backward: the default dispatch chooses its scan");
-    workspace.resize(hawk::rglru::backward_workspace_size(args) + 1);
+    workspace.resize((least ? hawk::rglru::backward_min_workspace_size(args)
+                            : hawk::rglru::backward_workspace_size(args)) + 1);
     status = hawk::rglru::backward(args, hawk_test::raw(workspace), workspace.size(), nullptr);
   } else {
     using Op = hawk::rglru::Backward<typename hawk::rglru::DefaultBackwardConfig<ForwardConfig>::type, Scan>;
-    workspace.resize(Op::workspace_size(args) + 1);
+    workspace.resize((least ? Op::min_workspace_size(args) : Op::workspace_size(args)) + 1);
     status = Op::run(args, hawk_test::raw(workspace), workspace.size(), nullptr);
   }
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
@@ -228,16 +231,18 @@ void check_against_reference(const Problem& p, const Upstream& u, const HostGrad
 
 //! One forward of `p` (with checkpoints), then the backward with the scan kernel `Scan` forced.
 template <class E, class ForwardConfig, hawk::rglru::BackwardScan Scan>
-HostGradients backward_with_scan(const Problem& p, const Upstream& u, DeviceProblem<E>& d, bool want_dh0) {
+HostGradients backward_with_scan(const Problem& p, const Upstream& u, DeviceProblem<E>& d, bool want_dh0,
+                                 bool least_workspace = false) {
   DeviceGradients<E> g(p, u, want_dh0);
-  const hawk::Status status = run_backward<ForwardConfig, Scan>(g.arguments(p, d), g.workspace);
+  const hawk::Status status = run_backward<ForwardConfig, Scan>(g.arguments(p, d), g.workspace, least_workspace);
   INFO("backward: " << status.to_string());
   REQUIRE(status.ok());
   return g.download();
 }
 
 //! One problem through the shipped configuration's forward and the backward paired with it: the chunked scan against the
-//! reference, and the sequential scan bitwise equal to it, every gradient.
+//! reference, and the sequential scan bitwise equal to it, every gradient; where the chunked backward can take time
+//! slices (one long dense sequence in fused mode), also in slices with its least workspace, bitwise equal.
 template <class E, class Policy, GateMode Mode, int BlockWidth>
 void check_one(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0, bool with_dh_final,
                std::int64_t blocks = 2, bool with_dh0 = true) {
@@ -258,6 +263,14 @@ void check_one(const std::vector<std::int64_t>& lengths, bool packed, bool with_
   check_against_reference<E>(p, u, chunked, with_dh0);
   const HostGradients sequential = backward_with_scan<E, Forward, BackwardScan::kSequential>(p, u, d, with_dh0);
   CHECK(chunked.all_bytes() == sequential.all_bytes());
+  using Chunked = hawk::rglru::Backward<typename hawk::rglru::DefaultBackwardConfig<Forward>::type, BackwardScan::kChunked>;
+  DeviceGradients<E> probe(p, u, with_dh0);
+  const BackwardArguments args = probe.arguments(p, d);
+  if (Chunked::can_take_time_slices(args)) {
+    REQUIRE(Chunked::min_workspace_size(args) < Chunked::workspace_size(args));
+    const HostGradients sliced = backward_with_scan<E, Forward, BackwardScan::kChunked>(p, u, d, with_dh0, true);
+    CHECK(sliced.all_bytes() == chunked.all_bytes());
+  }
 }
 
 template <class E, class Policy, GateMode Mode, int BlockWidth>

@@ -37,8 +37,9 @@
 //!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
 //! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·R·W·4 = 12·R·W
 //!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
-//!   dbx, dba (2·S·W·4 bytes), R = T and S = ceil(T / 1024); in time slices (runs_time_slices: one dense sequence
-//!   longer than a slice, through the chunked scan) R = kBackwardTimeSliceTokens and S = its segments, and the
+//!   dbx, dba (2·S·W·4 bytes), R = T and S = ceil(T / 1024); in time slices (takes_time_slices: one dense sequence
+//!   longer than a slice, through the chunked scan, and a workspace below workspace_size(args) and at least
+//!   min_workspace_size(args)) R = kBackwardTimeSliceTokens and S = its segments, and the
 //!   running sums of dW and db besides (2·H·w²·4 + 2·W·4 bytes); and T bytes of live-token flags when a token can
 //!   belong to no sequence the backward runs (`state_index` given, or packed with the device checks off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
@@ -92,9 +93,12 @@ inline bool backward_needs_live_tokens(const BackwardArguments& args) {
          (args.state_index != nullptr || (args.shape.cu_seqlens != nullptr && !args.shape.validate_device_inputs));
 }
 
-//! Whether the shape runs the fused backward in time slices of kBackwardTimeSliceTokens (where the chunked scan can
-//! run, Backward::runs_time_slices): fused mode, one dense sequence longer than a slice. From the arguments alone,
-//! so that the default dispatch sizes the workspace before it picks a configuration.
+//! Whether the shape can run the fused backward in time slices of kBackwardTimeSliceTokens (where the chunked scan
+//! can run, Backward::can_take_time_slices): fused mode, one dense sequence longer than a slice. From the arguments
+//! alone, so that the default dispatch sizes the workspace before it picks a configuration. The backward takes the
+//! slices only when the caller's workspace is below the one-pass size (Backward::takes_time_slices): a memory
+//! saving (one slice's rows instead of every token's) that costs time, since a slice's products fill less than a
+//! wave of the GPU.
 inline bool backward_shape_takes_time_slices(const BackwardArguments& args) {
   const ProblemShape& s = args.shape;
   return args.mode == GateMode::kFused && s.cu_seqlens == nullptr && s.num_sequences == 1 &&
@@ -273,7 +277,7 @@ class Backward {
       const ProblemShape& s = args.shape;
       if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
-      if (!Config::kFused || runs_time_slices(args)) return true;
+      if (!Config::kFused) return true;
       double sequential_resident = 0, chunked_resident = 0;
       if (!device_resident_ctas(Layout::kSharedBytes, Config::kThreads, sequential_resident).ok() ||
           !device_resident_ctas(ChunkLayout::kSharedBytes, Config::kThreads, chunked_resident).ok())
@@ -283,26 +287,41 @@ class Backward {
     }
   }
 
-  //! Whether `run` takes the backward in time slices of Config::kTimeSliceTokens tokens, last first (after
+  //! Whether `run` can take the backward in time slices of Config::kTimeSliceTokens tokens, last first (after
   //! can_implement succeeded): fused mode, one dense sequence longer than a slice, the chunked scan allowed and its
-  //! grid within limits. From the arguments alone (workspace_size must not depend on the device): the chunked scan's
-  //! shared memory is below the sequential one's wherever both are shipped, and a device that held neither would
-  //! fail the launch with a CUDA error Status. Each slice's chunked scan finds the carries of the slice after it published (the chain's words
-  //! outlive the launch), then its two products read the slice's rows: the workspace holds one slice's fp32 row
-  //! gradients, not T's, and every bit is the one-pass backward's (no chunk and no dW segment straddles two slices).
-  static bool runs_time_slices(const BackwardArguments& args) {
+  //! grid within limits. From the arguments alone (the workspace sizes must not depend on the device): the chunked
+  //! scan's shared memory is below the sequential one's wherever both are shipped, and a device that held neither
+  //! would fail the launch with a CUDA error Status. Each slice's chunked scan finds the carries of the slice after
+  //! it published (the chain's words outlive the launch), then its two products read the slice's rows: the
+  //! workspace holds one slice's fp32 row gradients, not T's, and every bit is the one-pass backward's (no chunk
+  //! and no dW segment straddles two slices; dW and db are summed last segment first on both paths).
+  static bool can_take_time_slices(const BackwardArguments& args) {
     if (!Config::kFused || kScan == BackwardScan::kSequential || !backward_shape_takes_time_slices(args)) return false;
     return Chain::check_tickets(args.shape).ok();
   }
 
-  //! Bytes of workspace `run` needs (see the file comment for the layout).
-  static std::size_t workspace_size(const BackwardArguments& args) { return layout(args).total; }
+  //! Whether `run` with `workspace_bytes` of workspace takes the time slices: where it can, and the workspace is
+  //! below workspace_size(args) (the one-pass backward's, which is faster: bench/results/2026-12-04-h200-*).
+  static bool takes_time_slices(const BackwardArguments& args, std::size_t workspace_bytes) {
+    return can_take_time_slices(args) && workspace_bytes < layout(args, false).total;
+  }
+
+  //! Bytes of workspace `run` needs for the one-pass backward (see the file comment for the layout).
+  static std::size_t workspace_size(const BackwardArguments& args) { return layout(args, false).total; }
+
+  //! The least workspace `run` accepts: one time slice's where the backward can take slices (one dense sequence
+  //! longer than kTimeSliceTokens in fused mode), else workspace_size(args). Any size from here up to
+  //! workspace_size(args) runs in slices, with the same bits.
+  static std::size_t min_workspace_size(const BackwardArguments& args) {
+    return layout(args, can_take_time_slices(args)).total;
+  }
 
   //! Check on the host, launch the device checks (if asked) and the kernels. Never synchronises, unless
   //! shape.wait_for_device_checks asks for the device checks' verdict (core/device_checks.cuh).
   static Status run(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    const BackwardWorkspaceLayout ws = layout(args);
+    const bool time_slices = takes_time_slices(args, workspace_bytes);
+    const BackwardWorkspaceLayout ws = layout(args, time_slices);
     HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, ws.total, "hawk::rglru::Backward"));
     HAWK_RETURN_IF_ERROR(check_backward_workspace_overlaps(args, workspace, ws.total));
     auto* base = static_cast<unsigned char*>(workspace);
@@ -332,7 +351,7 @@ class Backward {
     HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.da_param_partial, 0, ws.partial_bytes, stream));
     bool sliced = false;
     if constexpr (Config::kFused) {
-      if (runs_time_slices(args)) {  // (1) and (2) slice by slice, the last first
+      if (time_slices) {  // (1) and (2) slice by slice, the last first
         HAWK_RETURN_IF_ERROR(run_time_slices(args, ws, base, scan, checks, live_tokens, stream));
         sliced = true;
       }
@@ -406,7 +425,7 @@ class Backward {
     return last_launch_status("hawk::rglru::chunked_backward_scan_kernel");
   }
 
-  //! The fused backward in time slices (runs_time_slices: one dense sequence), the last slice first: each slice's
+  //! The fused backward in time slices (takes_time_slices: one dense sequence), the last slice first: each slice's
   //! chunked scan over its chunks' tickets (the ticket counter reset between slices, the carry words kept, so that
   //! the slice's last chunk finds the next slice's first chunk's carry published), its rows written from the
   //! workspace's first row (row_offset), then its products (launch_products over the slice's tokens and dW
@@ -552,9 +571,9 @@ class Backward {
     }
   }
 
-  //! The workspace layout for `args`.
-  static BackwardWorkspaceLayout layout(const BackwardArguments& args) {
-    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk, runs_time_slices(args));
+  //! The workspace layout for `args`, in time slices or in one pass.
+  static BackwardWorkspaceLayout layout(const BackwardArguments& args, bool time_slices) {
+    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk, time_slices);
   }
 
   //! The scan kernel's parameters for `args` (after can_implement succeeded) and the call's device-check word
