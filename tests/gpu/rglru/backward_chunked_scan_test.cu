@@ -220,12 +220,12 @@ TEST_CASE("the default dispatch takes time slices with its least workspace and g
   HostGradients c = b;
   c.dWx_bytes[5] ^= 1;
   CHECK_FALSE(a.all_bytes() == c.all_bytes());
-  // One byte below the least workspace: kInvalidArgument, and the poisoned outputs stay as they were.
+  // One byte below the least workspace: kWorkspaceTooSmall, and the poisoned outputs stay as they were.
   const hawk::rglru::BackwardArguments args = refused.arguments(p, d);
   const HostGradients before = refused.download();
   thrust::device_vector<unsigned char> small(hawk::rglru::backward_min_workspace_size(args) - 1);
   const hawk::Status status = hawk::rglru::backward(args, hawk_test::raw(small), small.size(), nullptr);
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
-  CHECK(status.code() == hawk::StatusCode::kInvalidArgument);
+  CHECK(status.code() == hawk::StatusCode::kWorkspaceTooSmall);
   CHECK(refused.download().all_bytes() == before.all_bytes());
 }
