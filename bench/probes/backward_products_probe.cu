@@ -226,26 +226,6 @@ bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, d
     out.release();
     same = same && diff == 0;
   }
-  // The other order: dx first, the weight gradients behind it (their CTAs filling dx's last wave).
-  {
-    Outputs out(in);
-    auto pair = [&] {
-      hawk::rglru::backward_dx_kernel<Config><<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)),
-                                                Config::kProductThreads, DxLayout::kSharedBytes>>>(dx_params(in, out));
-      PROBE_CUDA(hawk::launch_programmatic_dependent(
-          hawk::rglru::backward_weight_grad_kernel<Config>,
-          dim3(WeightGradLayout::kColTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kRowTiles,
-               static_cast<unsigned int>(in.segments)),
-          dim3(Config::kProductThreads), WeightGradLayout::kSharedBytes, nullptr, true, wg_params(in, out)));
-    };
-    pair();
-    PROBE_CUDA(cudaDeviceSynchronize());
-    const unsigned long long diff =
-        dx_differing_bytes(in, reference, out) + weight_grad_differing_bytes(in, reference, out);
-    report.row("dx then dW", "overlapped (PDL)", Config::kBlockWidth, wmma_dx_us + wmma_wg_us, median_us(pair), diff);
-    out.release();
-    same = same && diff == 0;
-  }
   return same;
 }
 

@@ -176,9 +176,6 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   constexpr int kWeightPiecesPerThread = kWeightPieces / kThreads;
   extern __shared__ __align__(128) unsigned char dx_shared[];
 
-  // Either kernel of the pair may run first (the other behind it, core/dependent_launch.cuh): launched first, dx
-  // lets the weight-gradient grid take the SMs its last wave leaves idle.
-  allow_dependent_launch();
   if (device_checks_failed(params.checks)) {  // a bad index tensor: write nothing
     wait_for_prerequisite_grids();            // and end after the weight-gradient kernel, as below
     return;
@@ -331,10 +328,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   // The dx kernel launched behind this one may take the SMs this grid's last wave leaves idle: it reads nothing
   // this kernel writes (core/dependent_launch.cuh).
   allow_dependent_launch();
-  if (device_checks_failed(params.checks)) {  // a bad index tensor: write nothing
-    wait_for_prerequisite_grids();
-    return;
-  }
+  if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
 
   const int tid = threadIdx.x;
   const MmaLane lane(tid % 32);
@@ -462,8 +456,6 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     float* bias_partial = tid < kCols ? params.dbx_partial : params.dba_partial;
     bias_partial[(segment - params.first_partial_segment) * W + block_col + o0 + (tid % kCols)] = bias_sum;
   }
-  // Launched behind dx (the other order), this CTA ends only after dx's grid has; a plain launch returns at once.
-  wait_for_prerequisite_grids();
 }
 
 #endif  // __CUDACC__
