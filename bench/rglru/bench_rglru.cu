@@ -298,7 +298,7 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     report(hawk::rglru::detail::visit_default_backward_config(backward_args(0), [&](auto config, auto) -> hawk::Status {
              using Chunked = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kChunked>;
              using Sequential = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kSequential>;
-             // The sequential scan keeps every row of fp32 gate gradients (no time slices): its own workspace.
+             // Both scans' one-pass sizes (equal today; the sequential scan never takes time slices).
              thrust::device_vector<unsigned char> scan_workspace(std::max(
                  Chunked::workspace_size(backward_args(0)), Sequential::workspace_size(backward_args(0))));
              scans = time_ab(

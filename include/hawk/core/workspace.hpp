@@ -53,12 +53,12 @@ class WorkspaceCarver {
 };
 
 //! The workspace `who` was given: at least `needed` bytes (nothing is asked of it when 0 are needed), not null,
-//! kWorkspaceAlignment-aligned.
+//! kWorkspaceAlignment-aligned. `needed_name` says in the message which size function gives `needed`.
 inline Status check_workspace(const void* workspace, std::size_t workspace_bytes, std::size_t needed,
-                              const char* who) {
+                              const char* who, const char* needed_name = "workspace_size(args)") {
   if (needed == 0) return Status::success();
   HAWK_REQUIRE(workspace_bytes >= needed, StatusCode::kWorkspaceTooSmall,
-               std::string(who) + " needs workspace_size(args) = " + std::to_string(needed) +
+               std::string(who) + " needs " + needed_name + " = " + std::to_string(needed) +
                    " bytes of workspace, got " + std::to_string(workspace_bytes));
   HAWK_REQUIRE(workspace != nullptr, StatusCode::kNullPointer, std::string(who) + ": the workspace is null");
   HAWK_REQUIRE(is_aligned(workspace, kWorkspaceAlignment), StatusCode::kMisalignedPointer,

@@ -277,7 +277,8 @@ constexpr int kDefaultTimeChunk = 64;
 //    d gx, d ga, dh0 and a per-(sequence, channel) partial of d a_param;
 // 2. fused mode only, the block-diagonal products (`kernels/backward_projection_kernels.cuh`): the projection path of dx,
 //    and per-time-segment partials of dWx, dbx, dWa, dba, on tf32 tensor cores;
-// 3. the ordered reductions (`kernels/ordered_sum_kernel.cuh`): partials summed in index order, no atomics.
+// 3. the ordered reductions (`kernels/ordered_sum_kernel.cuh`): partials summed in a fixed order (d a_param in index
+//    order, dW and db last segment first), no atomics.
 
 //! How many tf32 tensor-core products make up one fp32 product in the backward's block-diagonal products
 //! (dx += Wx·dgx + Wa·dga, dW = Σ xᵀ·dg).
@@ -296,12 +297,14 @@ constexpr int default_tf32_passes() {
 //! the split of the batch into sequences or on the device.
 constexpr int kWeightGradSegment = 1024;
 
-//! Fused mode, one long dense sequence through the chunked scan: the backward runs in time slices of this many
-//! tokens, the last first (each slice's scan, then its products, then its dW / db segment added to a running sum),
-//! so that the workspace holds one slice's fp32 row gradients and one segment's partials instead of every token's
-//! and every segment's (operators/backward.cuh): at (1, 8192, 2560, 10) 46 MB instead of 298. Shared by every configuration (the default
-//! dispatch sizes the workspace before it picks one) and a multiple of the dW segment and of every time chunk, so
-//! that no chunk and no segment straddles two slices: the same bits as one pass.
+//! Fused mode, one long dense sequence through the chunked scan, given a workspace below the one-pass size (at least
+//! `min_workspace_size`): the backward runs in time slices of this many tokens, the last first (each slice's scan,
+//! then its products, then its dW / db segment added to a running sum), so that the workspace holds one slice's
+//! fp32 row gradients and one segment's partials instead of every token's and every segment's
+//! (operators/backward.cuh): at (1, 8192, 2560, 10) 46 MB instead of 298. Shared by every configuration (the default
+//! dispatch sizes the workspace before it picks one) and a multiple of the dW segment; configurations whose time
+//! chunk divides it can slice (BackwardConfig::kTimeSlicesFitChunks), so that no chunk and no segment straddles two
+//! slices: the same bits as one pass.
 constexpr int kBackwardTimeSliceTokens = kWeightGradSegment;
 
 //! The backward configuration that matches the forward configuration `ForwardConfig_`.
@@ -403,8 +406,10 @@ struct BackwardConfig {
                 "BackwardConfig: Threads must be a multiple of WidthTile / 4, so that a thread always handles the "
                 "same channels (that fixes the order in which d a_param is accumulated)");
   static_assert(kWeightGradSegment % kWeightGradStep == 0, "BackwardConfig: the dW segment must be whole product steps");
-  static_assert(kTimeSliceTokens % kWeightGradSegment == 0 && kTimeSliceTokens % kTimeChunk == 0,
-                "BackwardConfig: a time slice must be whole dW segments and whole chunks");
+  static_assert(kTimeSliceTokens % kWeightGradSegment == 0, "BackwardConfig: a time slice must be whole dW segments");
+  //! Whether a time slice is whole chunks: only then can the backward run in slices (any chunk of 16..256 tokens
+  //! that a multiple of 16 allows stays a valid configuration; one that does not divide 1024 runs in one pass).
+  static constexpr bool kTimeSlicesFitChunks = kTimeSliceTokens % kTimeChunk == 0;
   static_assert(kDaParamRowStep % kScanRowStep == 0,
                 "BackwardConfig: DaParamRowStep must be a multiple of the scan's row step Threads / (WidthTile / 4)");
 

@@ -273,6 +273,11 @@ EntryPoint<BackwardCtx> backward_entry() {
       f.add("workspace_size " + std::to_string(bytes) + " is below the documented layout's " +
             std::to_string(backward_workspace_floor(c.a, false)) + " bytes");
     check_least_workspace(c.a, Op::min_workspace_size(c.a), bytes, s, f);
+    if (host_passed(s) && dispatch_picks<Config>(c.a) && c.a.checkpoint_chunk == hawk::rglru::kDefaultTimeChunk &&
+        Op::min_workspace_size(c.a) != hawk::rglru::backward_min_workspace_size(c.a))
+      f.add("Backward::min_workspace_size " + std::to_string(Op::min_workspace_size(c.a)) +
+            " differs from backward_min_workspace_size " +
+            std::to_string(hawk::rglru::backward_min_workspace_size(c.a)));
     if (dispatch_picks<Config>(c.a) && c.a.checkpoint_chunk == hawk::rglru::kDefaultTimeChunk)
       f.expect_same_code("backward_can_implement", s, hawk::rglru::backward_can_implement(c.a));
     if (host_refused(s)) f.expect_same_code("Backward::run", s, Op::run(c.a, fake_workspace(), bytes, nullptr));
@@ -840,6 +845,12 @@ using LogitsHalfNone = hr::DefaultGateLogitsConfig<Half, hr::NoReset>::type;
 using LogitsF32Flags = hr::DefaultGateLogitsConfig<float, hr::ResetFlags>::type;
 using FusedBf16W64None = hr::DefaultFusedConfig<Bf16, 64, hr::NoReset>::type;
 using FusedBf16W128Start = hr::DefaultFusedConfig<Bf16, 128, hr::ResetAtSequenceStart>::type;
+
+// A user's time chunk that does not divide the 1024-token time slice stays a valid backward configuration (it runs
+// in one pass: its least workspace is the one-pass size); one that divides it can slice.
+using Chunk96Backward = hr::BackwardConfig<hr::ForwardConfig<Bf16, 128, 32, 96, 256, hr::ResetFlags, hr::GateMode::kFused>>;
+static_assert(!Chunk96Backward::kTimeSlicesFitChunks, "a 96-token chunk does not divide a time slice");
+static_assert(hr::BackwardConfig<FusedBf16W128Start>::kTimeSlicesFitChunks, "the shipped chunks divide a time slice");
 
 }  // namespace
 

@@ -177,7 +177,8 @@ TEST_CASE("the chunked backward scan with the device checks off and offsets out 
 }
 
 TEST_CASE("the fused backward of one long sequence runs in time slices (the last first) and gives the bits of every "
-          "other path: a one-token last slice, a partial last chunk, resets across slice edges, h0, dh_final and dh0",
+          "other path: a one-token last slice, a partial last chunk, exactly two slices, resets across slice edges or none, h0, "
+          "dh_final and dh0",
           "[rglru][backward][chunked_scan][time_slices]") {
   // kBackwardTimeSliceTokens = 1024: 1025 tokens are two slices, the second of one token; 2048 + 77 three, the last
   // chunk partial. The chunked scan (which slices, and adds dW, db slice by slice) against the float64 reference
@@ -186,6 +187,8 @@ TEST_CASE("the fused backward of one long sequence runs in time slices (the last
   check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 64>({1025}, false, true, true);
   check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 128>({2048 + 77}, false, true, true);
   check_one<E, hawk::rglru::ResetFlags, GateMode::kFused, 256>({2048 + 77}, false, false, false, 1);
+  // Exactly two slices (no partial chunk or slice), no resets at all: the carry crosses the slice edge unbroken.
+  check_one<E, hawk::rglru::NoReset, GateMode::kFused, 128>({2048}, false, false, true);
   // The least workspace holds one slice's rows where the shape can take slices, and is the one-pass size elsewhere.
   hawk::rglru::BackwardArguments args;
   args.mode = GateMode::kFused;
@@ -195,6 +198,9 @@ TEST_CASE("the fused backward of one long sequence runs in time slices (the last
   args.shape.num_blocks = 2;
   CHECK(hawk::rglru::backward_shape_takes_time_slices(args));
   CHECK(hawk::rglru::backward_min_workspace_size(args) + 12 * 1024 * 512 < hawk::rglru::backward_workspace_size(args));
+  args.shape.seq_len = args.shape.num_tokens = 1024;  // one slice's worth: one pass whatever the workspace
+  CHECK_FALSE(hawk::rglru::backward_shape_takes_time_slices(args));
+  CHECK(hawk::rglru::backward_min_workspace_size(args) == hawk::rglru::backward_workspace_size(args));
   args.shape.num_sequences = 2;  // two sequences: no slices, every token's rows
   args.shape.seq_len = (2048 + 77 + 1) / 2;
   args.shape.num_tokens = 2 * args.shape.seq_len;
@@ -202,19 +208,29 @@ TEST_CASE("the fused backward of one long sequence runs in time slices (the last
   CHECK(hawk::rglru::backward_min_workspace_size(args) == hawk::rglru::backward_workspace_size(args));
 }
 
-TEST_CASE("the default dispatch takes time slices with its least workspace and gives the one-pass bits; one byte "
-          "less is refused and writes nothing",
+TEST_CASE("the default dispatch takes time slices with its least workspace (or any up to the one-pass size) and "
+          "gives the one-pass bits; one byte less is refused and writes nothing",
           "[rglru][backward][time_slices]") {
   const rglru_test::Problem p = rglru_test::make_problem<E>(256, 2, {2048 + 77}, false, GateMode::kFused,
                                                             hawk::rglru::ResetMode::kFlags, true);
   const Upstream u = make_upstream<E>(p, true);
   DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
   REQUIRE(rglru_test::run_forward<void>(d.arguments(p), d.workspace).ok());
-  DeviceGradients<E> one_pass(p, u), sliced(p, u), refused(p, u);
+  DeviceGradients<E> one_pass(p, u), sliced(p, u), between(p, u), refused(p, u);
   REQUIRE(run_backward<void>(one_pass.arguments(p, d), one_pass.workspace).ok());
   REQUIRE(run_backward<void>(sliced.arguments(p, d), sliced.workspace, true).ok());
   const HostGradients a = one_pass.download(), b = sliced.download();
   CHECK(a.all_bytes() == b.all_bytes());
+  {  // a workspace between the least and the one-pass size also takes the slices
+    const hawk::rglru::BackwardArguments between_args = between.arguments(p, d);
+    const std::size_t least = hawk::rglru::backward_min_workspace_size(between_args);
+    const std::size_t full = hawk::rglru::backward_workspace_size(between_args);
+    REQUIRE(least < full);
+    between.workspace.resize(least + (full - least) / 2);
+    REQUIRE(hawk::rglru::backward(between_args, hawk_test::raw(between.workspace), between.workspace.size(), nullptr).ok());
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    CHECK(between.download().all_bytes() == a.all_bytes());
+  }
   check_against_reference<E>(p, u, b);
   // Negative control: the comparison sees one flipped bit of dWx.
   HostGradients c = b;
@@ -227,5 +243,7 @@ TEST_CASE("the default dispatch takes time slices with its least workspace and g
   const hawk::Status status = hawk::rglru::backward(args, hawk_test::raw(small), small.size(), nullptr);
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   CHECK(status.code() == hawk::StatusCode::kWorkspaceTooSmall);
+  INFO(status.to_string());
+  CHECK(status.to_string().find("min_workspace_size(args)") != std::string::npos);
   CHECK(refused.download().all_bytes() == before.all_bytes());
 }

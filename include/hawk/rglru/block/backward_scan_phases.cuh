@@ -283,7 +283,8 @@ struct DaParamShares {
 
 //! (D) the row gradients of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3
 //! from h_{t-1} (h_prev_tile, replay_chunk's) and dh (dh_tile, reverse_chunk's), stored at `first_row`
-//! (the chunk's first token's offset into [T, W] plus the tile's first channel); `da` accumulates this thread's
+//! (the chunk's first token's element offset into the rows, [T, W] or, in the fused backward's time slices, the
+//! slice's rows from its first token, plus the tile's first channel); `da` accumulates this thread's
 //! shares of d a_param in ascending rows, row row0 + j · RowStep into group j % kDaParamGroups.
 template <class Config, int RowsPerThread, int RowStep>
 __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],

@@ -105,7 +105,8 @@ struct BackwardScanParams : GateInputs<Element> {
   std::int64_t width = 0;           //!< W
   int width_tiles = 0;       //!< W / WidthTile: CTAs per sequence
   //! Fused mode: the token whose rows are the first of dgx_f32, dga_f32, dx_direct_f32 (the operator's time
-  //! slices hold one slice's rows; 0 when they hold every token's).
+  //! slices hold one slice's rows; 0 when they hold every token's). Only the chunked kernel runs slices: the
+  //! sequential one walks whole sequences and is always given 0.
   std::int64_t row_offset = 0;
 };
 

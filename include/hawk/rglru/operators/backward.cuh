@@ -2,7 +2,8 @@
 //! \file
 //! `hawk::rglru::Backward<Config>`: the host operator of the RG-LRU backward for one compile-time configuration
 //! (CUTLASS style), `Config` = `BackwardConfig<ForwardConfig<...>>`. `can_implement(args)` checks everything
-//! checkable on the host and touches no device memory; `workspace_size(args)`; `run(args, workspace,
+//! checkable on the host and touches no device memory; `workspace_size(args)` (the one-pass backward's) and
+//! `min_workspace_size(args)` (the least it accepts: time slices where it can); `run(args, workspace,
 //! workspace_bytes, stream)` launches the device checks of the index tensors when asked (operators/index_checks.cuh), then
 //! the backward's kernels. No hidden allocation, no global state, no synchronisation unless
 //! `shape.wait_for_device_checks` asks for the device checks' verdict (core/device_checks.cuh gives the
@@ -35,11 +36,11 @@
 //!   d a_param partials, one row per chunk slot, R·W·4 bytes (R = T / TimeChunk + N, the checkpoint rows; both
 //!   scan kernels write the partials, the chain's part only the chunked one); and, when dh0 == dh_final (a state
 //!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
-//! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·R·W·4 = 12·R·W
+//! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·Tr·W·4 = 12·Tr·W
 //!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
-//!   dbx, dba (2·S·W·4 bytes), R = T and S = ceil(T / 1024); in time slices (takes_time_slices: one dense sequence
-//!   longer than a slice, through the chunked scan, and a workspace below workspace_size(args) and at least
-//!   min_workspace_size(args)) R = kBackwardTimeSliceTokens and S = its segments, and the
+//!   dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T / 1024); in time slices (takes_time_slices: one
+//!   dense sequence longer than a slice, through the chunked scan, and a workspace below workspace_size(args) and
+//!   at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S = its segments, and the
 //!   running sums of dW and db besides (2·H·w²·4 + 2·W·4 bytes); and T bytes of live-token flags when a token can
 //!   belong to no sequence the backward runs (`state_index` given, or packed with the device checks off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
@@ -115,7 +116,7 @@ struct BackwardWorkspaceLayout {
   std::size_t chain_bytes = 0;                             // the counter and the words (the chunked scan clears)
   std::size_t partial_bytes = 0;                           // the d a_param partials (every scan clears)
   std::size_t dh_final_copy = 0, dh_final_copy_bytes = 0;  // dh0 == dh_final: [state rows, W] fp32
-  std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [T, W] fp32 each
+  std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [row_tokens, W] fp32 each
   std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w] (time slices: a slice's S)
   std::size_t dbx_partial = 0, dba_partial = 0;            // fused: [S, W]
   std::size_t dWx_running = 0, dWa_running = 0;            // time slices: [H, w, w] running sums
@@ -296,7 +297,9 @@ class Backward {
   //! workspace holds one slice's fp32 row gradients, not T's, and every bit is the one-pass backward's (no chunk
   //! and no dW segment straddles two slices; dW and db are summed last segment first on both paths).
   static bool can_take_time_slices(const BackwardArguments& args) {
-    if (!Config::kFused || kScan == BackwardScan::kSequential || !backward_shape_takes_time_slices(args)) return false;
+    if (!Config::kFused || !Config::kTimeSlicesFitChunks || kScan == BackwardScan::kSequential ||
+        !backward_shape_takes_time_slices(args))
+      return false;
     return Chain::check_tickets(args.shape).ok();
   }
 
@@ -310,8 +313,8 @@ class Backward {
   static std::size_t workspace_size(const BackwardArguments& args) { return layout(args, false).total; }
 
   //! The least workspace `run` accepts: one time slice's where the backward can take slices (one dense sequence
-  //! longer than kTimeSliceTokens in fused mode), else workspace_size(args). Any size from here up to
-  //! workspace_size(args) runs in slices, with the same bits.
+  //! longer than kTimeSliceTokens in fused mode), else workspace_size(args). Any size from here up to (not
+  //! including) workspace_size(args) runs in slices, with the same bits.
   static std::size_t min_workspace_size(const BackwardArguments& args) {
     return layout(args, can_take_time_slices(args)).total;
   }
@@ -322,7 +325,15 @@ class Backward {
     HAWK_RETURN_IF_ERROR(can_implement(args));
     const bool time_slices = takes_time_slices(args, workspace_bytes);
     const BackwardWorkspaceLayout ws = layout(args, time_slices);
-    HAWK_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, ws.total, "hawk::rglru::Backward"));
+    // Below the one-pass size, where the shape can slice, the least workspace is the bar the message names.
+    HAWK_RETURN_IF_ERROR(check_workspace(
+        workspace, workspace_bytes, ws.total, "hawk::rglru::Backward",
+        time_slices ? "min_workspace_size(args) (backward_min_workspace_size(args) through the default dispatch; "
+                      "time slices)"
+                    : "workspace_size(args)"));
+    // The slices always take the chunked scan (kAuto would fall back to the sequential one where its shared memory
+    // does not fit): a device that cannot hold it refuses here, before any work is queued.
+    if (time_slices) HAWK_RETURN_IF_ERROR(check_shared_memory(ChunkLayout::kSharedBytes));
     HAWK_RETURN_IF_ERROR(check_backward_workspace_overlaps(args, workspace, ws.total));
     auto* base = static_cast<unsigned char*>(workspace);
     const ProblemShape& s = args.shape;
