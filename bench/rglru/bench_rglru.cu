@@ -263,12 +263,14 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     report(hawk::rglru::forward(forward_args(rep % b.sets), raw(forward_workspace), forward_workspace.size(), nullptr),
            "forward");
   };
-  auto forward_backward = [&](int rep) {
+  // One training step whose backward gets `backward_bytes` of workspace (below the one-pass size: time slices).
+  auto step = [&](int rep, std::size_t backward_bytes) {
     const int set = rep % b.sets;
     report(hawk::rglru::forward(forward_args(set), raw(forward_workspace), forward_workspace.size(), nullptr),
            "forward");
-    report(hawk::rglru::backward(backward_args(set), raw(g.workspace), g.workspace.size(), nullptr), "backward");
+    report(hawk::rglru::backward(backward_args(set), raw(g.workspace), backward_bytes, nullptr), "backward");
   };
+  auto forward_backward = [&](int rep) { step(rep, g.workspace.size()); };
   auto timed = time_ab(forward_backward, forward_only, 10);
   if (failed) std::exit(1);
   const Samples& both = timed.first;
@@ -279,15 +281,7 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
   const std::size_t least_bytes = hawk::rglru::backward_min_workspace_size(backward_args(0));
   std::pair<Samples, Samples> least;
   if (canonical && least_bytes < workspace_bytes) {
-    least = time_ab(
-        [&](int rep) {
-          const int set = rep % b.sets;
-          report(hawk::rglru::forward(forward_args(set), raw(forward_workspace), forward_workspace.size(), nullptr),
-                 "forward");
-          report(hawk::rglru::backward(backward_args(set), raw(g.workspace), least_bytes, nullptr),
-                 "backward (least workspace)");
-        },
-        forward_backward, s.L * s.B > 100000 ? 2 : 10);
+    least = time_ab([&](int rep) { step(rep, least_bytes); }, forward_backward, s.L * s.B > 100000 ? 2 : 10);
     if (failed) std::exit(1);
   }
 
@@ -298,16 +292,13 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     report(hawk::rglru::detail::visit_default_backward_config(backward_args(0), [&](auto config, auto) -> hawk::Status {
              using Chunked = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kChunked>;
              using Sequential = hawk::rglru::Backward<decltype(config), hawk::rglru::BackwardScan::kSequential>;
-             // Both scans' one-pass sizes (equal today; the sequential scan never takes time slices).
-             thrust::device_vector<unsigned char> scan_workspace(std::max(
-                 Chunked::workspace_size(backward_args(0)), Sequential::workspace_size(backward_args(0))));
              scans = time_ab(
                  [&](int rep) {
-                   report(Chunked::run(backward_args(rep % b.sets), raw(scan_workspace), scan_workspace.size(), nullptr),
+                   report(Chunked::run(backward_args(rep % b.sets), raw(g.workspace), g.workspace.size(), nullptr),
                           "chunked backward");
                  },
                  [&](int rep) {
-                   report(Sequential::run(backward_args(rep % b.sets), raw(scan_workspace), scan_workspace.size(), nullptr),
+                   report(Sequential::run(backward_args(rep % b.sets), raw(g.workspace), g.workspace.size(), nullptr),
                           "sequential backward");
                  },
                  s.L * s.B > 100000 ? 2 : 10);

@@ -381,7 +381,7 @@ class Backward {
       }
       // (2) fused: the block-diagonal products
       if constexpr (Config::kFused)
-        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, 0, stream));
+        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, stream));
     }
 
     OrderedSumJobs jobs;
@@ -472,8 +472,7 @@ class Backward {
       chunked.scan.row_offset = first_token;
       HAWK_RETURN_IF_ERROR(
           launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
-      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token,
-                                           first_token / Config::kWeightGradSegment, stream));
+      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token, stream));
       // After dx, which ended after the weight gradients: the slice's segments onto the running sums.
       OrderedSumJobs add;
       add.checks = checks;
@@ -487,14 +486,13 @@ class Backward {
   }
 
   //! Fused mode: the block-diagonal products of the tokens [first_token, end_token) (whole dW segments, or T's
-  //! end), whose rows are the workspace's first, their dW / db partials from the workspace's partial row of segment
-  //! first_partial_segment on: the weight gradients first, dx behind them, overlapping their last
+  //! end), whose rows and dW / db partial rows are the workspace's first (the workspace holds this launch's
+  //! segments' partials, a slice's or every one's): the weight gradients first, dx behind them, overlapping their last
   //! wave where the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its
   //! CTAs ends after the weight-gradient grid.
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
-                                std::int64_t first_token, std::int64_t end_token,
-                                std::int64_t first_partial_segment, cudaStream_t stream) {
+                                std::int64_t first_token, std::int64_t end_token, cudaStream_t stream) {
     const ProblemShape& s = args.shape;
     const auto H = static_cast<unsigned int>(s.num_blocks);
     const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
@@ -513,7 +511,7 @@ class Backward {
     wg.num_tokens = s.num_tokens;
     wg.first_segment = first_token / Config::kWeightGradSegment;
     wg.first_row_token = first_token;
-    wg.first_partial_segment = first_partial_segment;
+    wg.first_partial_segment = wg.first_segment;
     wg.width = s.width;
     wg.num_blocks = static_cast<int>(s.num_blocks);
     const std::int64_t end_segment = (end_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
