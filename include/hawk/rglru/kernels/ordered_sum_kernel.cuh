@@ -6,14 +6,15 @@
 //!     out[e] = Σ_{p = P-1, ..., 1, 0} partial[p][e]                    (dW, db: the last time segment first)
 //!
 //! dW and db are summed last segment first because the backward produces them in that order when it runs in time
-//! slices (operators/backward.cuh): each slice then adds its one segment to a running sum (`accumulate`: the sum
-//! starts from out[e], which the first slice finds zero), the same additions in the same order as one reverse
-//! ordered sum over every segment.
+//! slices (operators/backward.cuh): the last slice sums its segments from zero into the output, and each slice
+//! before it adds its segments onto that output (`accumulate`: the sum starts from out[e]), the same additions in
+//! the same order as one reverse ordered sum over every segment.
 //!
 //! One thread per element walks the partials in order, so the result is the same bits on every run and on every
 //! device, with no atomics. Used for dWx, dWa, dbx, dba (partials per time segment, scale 1) and d a_param
-//! (partials per sequence, scale sigmoid(a_param[d]), the derivative of softplus). The output is overwritten,
-//! not accumulated into; not at all when the call's device checks failed (`checks`).
+//! (partials per sequence, scale sigmoid(a_param[d]), the derivative of softplus). The output is overwritten
+//! (or, `accumulate`, added onto, by a later slice of the same call); not written at all when the call's device
+//! checks failed (`checks`).
 
 #include <cstdint>
 
@@ -33,7 +34,7 @@ struct OrderedSumJob {
   const float* scale_by_sigmoid_of = nullptr;
   float* out = nullptr;
   bool reverse = false;     //!< add the partials from the last to the first
-  bool accumulate = false;  //!< start from out[e] (a running sum in the workspace), not from 0
+  bool accumulate = false;  //!< start from out[e] (the sum of the slices after this one), not from 0
 };
 
 //! Up to five ordered sums done by one launch (blockIdx.y picks the job).

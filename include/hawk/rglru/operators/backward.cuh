@@ -40,8 +40,8 @@
 //!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
 //!   dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T / 1024); in time slices (takes_time_slices: one
 //!   dense sequence longer than a slice, through the chunked scan, and a workspace below workspace_size(args) and
-//!   at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S = its segments, and the
-//!   running sums of dW and db besides (2·H·w²·4 + 2·W·4 bytes); and T bytes of live-token flags when a token can
+//!   at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S = its segments (dW and db are then
+//!   summed slice by slice onto the outputs themselves); and T bytes of live-token flags when a token can
 //!   belong to no sequence the backward runs (`state_index` given, or packed with the device checks off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
 //! (T·W·4 / TimeChunk bytes).
@@ -119,9 +119,6 @@ struct BackwardWorkspaceLayout {
   std::size_t dgx = 0, dga = 0, dx_direct = 0;             // fused: [row_tokens, W] fp32 each
   std::size_t dWx_partial = 0, dWa_partial = 0;            // fused: [S, H, w, w] (time slices: a slice's S)
   std::size_t dbx_partial = 0, dba_partial = 0;            // fused: [S, W]
-  std::size_t dWx_running = 0, dWa_running = 0;            // time slices: [H, w, w] running sums
-  std::size_t dbx_running = 0, dba_running = 0;            // time slices: [W]
-  std::size_t running_bytes = 0;                           // time slices: the four running sums (cleared)
   std::int64_t partial_segments = 0;                       // segments whose partials the workspace holds
   std::size_t live_tokens = 0, live_tokens_bytes = 0;      // fused, when needed: [T] bytes
   std::int64_t segments = 0;                               // S
@@ -129,8 +126,8 @@ struct BackwardWorkspaceLayout {
   std::size_t total = 0;
 
   //! The layout for `args`, a weight-gradient segment of `segment_tokens` tokens and chunks of `time_chunk` tokens,
-  //! in time slices of kBackwardTimeSliceTokens when `time_slices` (fused mode: one slice's rows and segments, and the
-  //! running sums of dW, db), else every token's rows and every segment's partials. It holds what either scan kernel
+  //! in time slices of kBackwardTimeSliceTokens when `time_slices` (fused mode: one slice's rows and segments), else
+  //! every token's rows and every segment's partials. It holds what either scan kernel
   //! needs, so that the kernel's choice never changes the size.
   static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens,
                                       std::int64_t time_chunk, bool time_slices) {
@@ -174,13 +171,6 @@ struct BackwardWorkspaceLayout {
       l.dWa_partial = take(S * H * w * w * sizeof(float));
       l.dbx_partial = take(S * W * sizeof(float));
       l.dba_partial = take(S * W * sizeof(float));
-      if (time_slices) {
-        l.dWx_running = take(H * w * w * sizeof(float));
-        l.dWa_running = take(H * w * w * sizeof(float));
-        l.dbx_running = take(W * sizeof(float));
-        l.dba_running = take(W * sizeof(float));
-        l.running_bytes = carver.bytes() - l.dWx_running;
-      }
       if (backward_needs_live_tokens(args)) {
         l.live_tokens_bytes = T;
         l.live_tokens = take(T);
@@ -389,11 +379,9 @@ class Backward {
     jobs.job[0] = OrderedSumJob{da_param_partial, s.width, s.width, ws.chunk_rows, args.a_param, args.da_param};
     jobs.num_jobs = 1;
     if constexpr (Config::kFused) {
-      // dW, db: every segment's partials, the last first; or, after time slices, the running sums as they are.
-      const ParameterSums sums = parameter_sums(ws, base, sliced);
-      const float* sources[4] = {sums.dWx, sums.dWa, sums.dbx, sums.dba};
-      float* outputs[4] = {args.dWx, args.dWa, args.dbx, args.dba};
-      add_parameter_jobs(args, sources, sliced ? 1 : ws.segments, outputs, false, jobs);
+      // dW, db: every segment's partials, the last first (time slices have summed theirs already).
+      if (!sliced)
+        add_parameter_jobs(args, parameter_partials(ws, base), ws.segments, parameter_outputs(args), false, jobs);
     }
 
     // (3) the ordered reductions
@@ -440,8 +428,10 @@ class Backward {
   //! chunked scan over its chunks' tickets (the ticket counter reset between slices, the carry words kept, so that
   //! the slice's last chunk finds the next slice's first chunk's carry published), its rows written from the
   //! workspace's first row (row_offset), then its products (launch_products over the slice's tokens and dW
-  //! segments). A slice's scan starts after the previous slice's dx ended (a plain launch), and dx ended after
-  //! that slice's weight gradients: nothing overwrites rows still read.
+  //! segments), then an ordered sum that adds the slice's dW, db segments onto the outputs (the last slice's sum
+  //! starts from zero, as the one-pass sum does, so the additions and their order are the one pass's). A slice's
+  //! scan starts after the previous slice's dx ended (a plain launch), and dx ended after that slice's weight
+  //! gradients: nothing overwrites rows still read.
   static Status run_time_slices(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const BackwardScanParams<Element>& scan,
                                 const unsigned int* checks, const std::uint8_t* live_tokens, cudaStream_t stream) {
@@ -453,12 +443,8 @@ class Backward {
     const std::int64_t tiles = scan.width_tiles;
     ChunkedBackwardScanParams<Element> chunked;
     HAWK_RETURN_IF_ERROR(prepare_chunked_scan(args, ws, base, scan, chunked, stream));
-    // The running sums of dW, db start at zero; each slice adds its segments, the last first.
-    HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.dWx_running, 0, ws.running_bytes, stream));
-    const ParameterSums partials = parameter_sums(ws, base, false);
-    const float* sources[4] = {partials.dWx, partials.dWa, partials.dbx, partials.dba};
-    float* running[4] = {reinterpret_cast<float*>(base + ws.dWx_running), reinterpret_cast<float*>(base + ws.dWa_running),
-                         reinterpret_cast<float*>(base + ws.dbx_running), reinterpret_cast<float*>(base + ws.dba_running)};
+    const ParameterSources partials = parameter_partials(ws, base);
+    const ParameterOutputs outputs = parameter_outputs(args);
     const std::int64_t chunks = chunked.chunks_per_sequence;  // one sequence: chunk j has tickets from
                                                               // (chunks - 1 - j) * tiles (locate_reverse_chunk)
     for (std::int64_t slice = slices - 1; slice >= 0; --slice) {
@@ -473,12 +459,12 @@ class Backward {
       HAWK_RETURN_IF_ERROR(
           launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
       HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token, stream));
-      // After dx, which ended after the weight gradients: the slice's segments onto the running sums.
+      // After dx, which ended after the weight gradients: the slice's segments onto dW, db (the last slice's from 0).
       OrderedSumJobs add;
       add.checks = checks;
       const std::int64_t segments =
           (end_token - first_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
-      add_parameter_jobs(args, sources, segments, running, true, add);
+      add_parameter_jobs(args, partials, segments, outputs, slice != slices - 1, add);
       launch_ordered_sums(add, stream);
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
     }
@@ -555,25 +541,30 @@ class Backward {
     ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
   }
 
-  //! Where dW's and db's sums come from: every segment's partials, or, after time slices, their running sums.
-  struct ParameterSums {
-    const float *dWx, *dWa, *dbx, *dba;
+  //! dWx, dWa, dbx, dba: their segment partials in the workspace, and the outputs they are summed into.
+  struct ParameterSources {
+    const float* of[4];
   };
-  static ParameterSums parameter_sums(const BackwardWorkspaceLayout& ws, unsigned char* base, bool running) {
+  struct ParameterOutputs {
+    float* of[4];
+  };
+  static ParameterSources parameter_partials(const BackwardWorkspaceLayout& ws, unsigned char* base) {
     auto at = [&](std::size_t offset) { return reinterpret_cast<const float*>(base + offset); };
-    if (running) return {at(ws.dWx_running), at(ws.dWa_running), at(ws.dbx_running), at(ws.dba_running)};
-    return {at(ws.dWx_partial), at(ws.dWa_partial), at(ws.dbx_partial), at(ws.dba_partial)};
+    return {{at(ws.dWx_partial), at(ws.dWa_partial), at(ws.dbx_partial), at(ws.dba_partial)}};
+  }
+  static ParameterOutputs parameter_outputs(const BackwardArguments& args) {
+    return {{args.dWx, args.dWa, args.dbx, args.dba}};
   }
 
   //! Appends to `jobs` dWx, dWa, dbx, dba, each the sum of `rows` rows of its source, the last row first (the last
   //! time segment first: ordered_sum_kernel.cuh), into its output (`accumulate`: onto it).
-  static void add_parameter_jobs(const BackwardArguments& args, const float* const (&sources)[4], std::int64_t rows,
-                                 float* const (&outputs)[4], bool accumulate, OrderedSumJobs& jobs) {
+  static void add_parameter_jobs(const BackwardArguments& args, const ParameterSources& sources, std::int64_t rows,
+                                 const ParameterOutputs& outputs, bool accumulate, OrderedSumJobs& jobs) {
     const ProblemShape& s = args.shape;
     const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;
     for (int m = 0; m < 4; ++m) {
       const std::int64_t count = m < 2 ? weight_elements : s.width;
-      OrderedSumJob job{sources[m], count, count, rows, nullptr, outputs[m]};
+      OrderedSumJob job{sources.of[m], count, count, rows, nullptr, outputs.of[m]};
       job.reverse = true;
       job.accumulate = accumulate;
       jobs.job[jobs.num_jobs++] = job;
