@@ -11,6 +11,8 @@
 //
 //   backward_products_probe [out.json]     one JSON object per shape, kernel and variant; exit status 1 on any
 //                                          byte that differs
+//   backward_products_probe out.json --slice   only one time slice of the least workspace (1, 1024, 2560, 10) and
+//                                          (1, 8192, 2560, 10), with smaller tiles that give a slice more CTAs
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -55,9 +57,10 @@ struct Shape {
 //! bits: every output's products chain in the same k order whatever the tiling).
 template <class Base, int DxRows, int DxCols, int DxMinBlocks, int WeightGradTile, int WeightGradMinBlocks,
           int WeightGradStep = Base::kWeightGradStep, int WeightGradStages = Base::kWeightGradStages,
-          int ProductThreads = Base::kProductThreads>
+          int ProductThreads = Base::kProductThreads, int WeightGradCols = Base::kWeightGradCols>
 struct Tiles : Base {
   static constexpr int kProductThreads = ProductThreads;
+  static constexpr int kWeightGradCols = WeightGradCols;
   static constexpr int kDxRows = DxRows;
   static constexpr int kDxCols = DxCols;
   static constexpr int kDxMinBlocks = DxMinBlocks;
@@ -200,7 +203,8 @@ bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us
 //! launches) and overlapped by programmatic dependent launch (core/dependent_launch.cuh); both compared with the
 //! wmma kernels' bytes and timed as a pair ("wmma" = the wmma kernels' two times added).
 template <class Config>
-bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report) {
+bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report,
+                const char* tiles = nullptr) {
   using DxLayout = hawk::rglru::DxProductLayout<Config>;
   using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
   const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
@@ -221,15 +225,43 @@ bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, d
     PROBE_CUDA(cudaDeviceSynchronize());
     const unsigned long long diff =
         dx_differing_bytes(in, reference, out) + weight_grad_differing_bytes(in, reference, out);
-    report.row("dW then dx", overlap ? "overlapped (PDL)" : "one after the other", Config::kBlockWidth,
-               wmma_dx_us + wmma_wg_us, median_us(pair), diff);
+    const std::string variant = std::string(overlap ? "overlapped (PDL)" : "one after the other") +
+                                (tiles != nullptr ? std::string(", ") + tiles : std::string());
+    report.row("dW then dx", variant.c_str(), Config::kBlockWidth, wmma_dx_us + wmma_wg_us, median_us(pair), diff);
     out.release();
     same = same && diff == 0;
   }
   return same;
 }
 
-template <int BlockWidth>
+//! `--slice`: one time slice of the backward's least workspace (1024 tokens of one sequence, operators/backward.cuh),
+//! where the shipped tiles make short grids (w = 256: 80 dW and 160 dx CTAs on 132 SMs). Smaller tiles give a slice
+//! more CTAs with the same bits; each row is one slice's pair as the operator launches it (multiply by the slices:
+//! 8 at (1, 8192, 2560, 10), against the one pass's pair at that shape).
+template <class Config>
+bool probe_slice_tiles(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us,
+                       Report& report) {
+  static_assert(Config::kBlockWidth == 256, "probe_slice_tiles: the slice variants are w = 256's");
+  bool same = true;
+  // dW 64 x 64 (160 CTAs a slice), the shipped dx 64 x 256 (160).
+  using Dw64x64 = Tiles<Config, 64, 256, 2, 64, 2, 64, 2>;
+  same = probe_variant<Dw64x64>(in, reference, wmma_dx_us, wmma_wg_us, "dW 64 x 64, 64 deep", report) && same;
+  same = probe_pair<Dw64x64>(in, reference, wmma_dx_us, wmma_wg_us, report, "dW 64 x 64") && same;
+  // dW 64 x 32 (320 CTAs a slice, three per SM), the shipped dx.
+  using Dw64x32 = Tiles<Config, 64, 256, 2, 64, 3, 64, 2, 256, 32>;
+  same = probe_variant<Dw64x32>(in, reference, wmma_dx_us, wmma_wg_us, "dW 64 x 32, 64 deep", report) && same;
+  same = probe_pair<Dw64x32>(in, reference, wmma_dx_us, wmma_wg_us, report, "dW 64 x 32") && same;
+  // dx 64 x 128 (320 CTAs a slice, three per SM) with dW 64 x 64 (the tiles shipped before the sixteenth session)
+  // and with dW 64 x 32.
+  using Previous = Tiles<Config, 64, 128, 3, 64, 2, 64, 2>;
+  same = probe_pair<Previous>(in, reference, wmma_dx_us, wmma_wg_us, report, "dx 64 x 128, dW 64 x 64") && same;
+  using Dx64x128Dw64x32 = Tiles<Config, 64, 128, 3, 64, 3, 64, 2, 256, 32>;
+  same = probe_pair<Dx64x128Dw64x32>(in, reference, wmma_dx_us, wmma_wg_us, report, "dx 64 x 128, dW 64 x 32") &&
+         same;
+  return same;
+}
+
+template <int BlockWidth, bool Slice = false>
 bool probe_shape(const Shape& shape, Report& report) {
   using Config = BackwardConfig<typename DefaultFusedConfig<__nv_bfloat16, BlockWidth, ResetAtSequenceStart>::type>;
   namespace previous = hawk::rglru::previous;
@@ -281,7 +313,9 @@ bool probe_shape(const Shape& shape, Report& report) {
   // 64-deep stages.
   bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped", report);
   same = probe_pair<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
-  if constexpr (BlockWidth >= 128) {
+  if constexpr (Slice) {
+    same = probe_slice_tiles<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
+  } else if constexpr (BlockWidth >= 128) {
     // The tiles shipped before the sixteenth session: dx 64 x 128 (three CTAs per SM), dW 64 x 64 in two 64-deep
     // stages (bench/results/2026-12-03-h200-3c2f3b6-tiles/ measured them against the larger tiles).
     same = probe_variant<Tiles<Config, 64, 128, 3, 64, 2, 64, 2>>(in, reference, wmma_dx_us, wmma_wg_us,
@@ -338,13 +372,22 @@ bool probe_shape(const Shape& shape, Report& report) {
 
 int main(int argc, char** argv) {
   Report report;
+  const bool slice = argc > 2 && std::string(argv[2]) == "--slice";
   report.json = argc > 1 ? std::fopen(argv[1], "w") : nullptr;
   if (report.json != nullptr) std::fprintf(report.json, "[\n");
-  const Shape shapes[4] = {{4, 2048, 2048, 16}, {1, 8192, 2560, 10}, {16, 1024, 1024, 16}, {1, 65536, 2560, 10}};
-  bool same = probe_shape<128>(shapes[0], report);
-  same = probe_shape<256>(shapes[1], report) && same;
-  same = probe_shape<64>(shapes[2], report) && same;
-  same = probe_shape<256>(shapes[3], report) && same;
+  bool same = true;
+  if (slice) {
+    // One time slice at W = 2560, H = 10, then the whole (1, 8192) pair for the one pass's side of the ratio.
+    const Shape slices[2] = {{1, 1024, 2560, 10}, {1, 8192, 2560, 10}};
+    same = probe_shape<256, true>(slices[0], report);
+    same = probe_shape<256, true>(slices[1], report) && same;
+  } else {
+    const Shape shapes[4] = {{4, 2048, 2048, 16}, {1, 8192, 2560, 10}, {16, 1024, 1024, 16}, {1, 65536, 2560, 10}};
+    same = probe_shape<128>(shapes[0], report);
+    same = probe_shape<256>(shapes[1], report) && same;
+    same = probe_shape<64>(shapes[2], report) && same;
+    same = probe_shape<256>(shapes[3], report) && same;
+  }
   if (report.json != nullptr) {
     std::fprintf(report.json, "\n]\n");
     std::fclose(report.json);
