@@ -57,10 +57,12 @@ struct Shape {
 //! bits: every output's products chain in the same k order whatever the tiling).
 template <class Base, int DxRows, int DxCols, int DxMinBlocks, int WeightGradTile, int WeightGradMinBlocks,
           int WeightGradStep = Base::kWeightGradStep, int WeightGradStages = Base::kWeightGradStages,
-          int ProductThreads = Base::kProductThreads, int WeightGradCols = Base::kWeightGradCols>
+          int ProductThreads = Base::kProductThreads, int WeightGradCols = Base::kWeightGradCols,
+          int DxStages = Base::kDxStages>
 struct Tiles : Base {
   static constexpr int kProductThreads = ProductThreads;
   static constexpr int kWeightGradCols = WeightGradCols;
+  static constexpr int kDxStages = DxStages;
   static constexpr int kDxRows = DxRows;
   static constexpr int kDxCols = DxCols;
   static constexpr int kDxMinBlocks = DxMinBlocks;
@@ -258,6 +260,17 @@ bool probe_slice_tiles(const Inputs& in, const Outputs& reference, double wmma_d
   using Dx64x128Dw64x32 = Tiles<Config, 64, 128, 3, 64, 3, 64, 2, 256, 32>;
   same = probe_pair<Dx64x128Dw64x32>(in, reference, wmma_dx_us, wmma_wg_us, report, "dx 64 x 128, dW 64 x 32") &&
          same;
+  // Neither kernel's time follows its CTA's work (dW 64 x 32 a quarter of 128 x 64's, in the same time): each step
+  // waits on its loads. A slice leaves shared memory free (about one CTA per SM), so deeper rings: dW 128 x 64 in
+  // four 32-deep stages (108 KB) or three 64-deep ones (162 KB), dx 64 x 256 in five 32-deep stages (148 KB).
+  using DeepDw32 = Tiles<Config, 64, 256, 2, 128, 1, 32, 4>;
+  same = probe_variant<DeepDw32>(in, reference, wmma_dx_us, wmma_wg_us, "dW 128 x 64, 4 x 32 deep", report) && same;
+  using DeepDw64 = Tiles<Config, 64, 256, 2, 128, 1, 64, 3>;
+  same = probe_variant<DeepDw64>(in, reference, wmma_dx_us, wmma_wg_us, "dW 128 x 64, 3 x 64 deep", report) && same;
+  using DeepBoth = Tiles<Config, 64, 256, 1, 128, 1, 32, 4, 256, 64, 5>;
+  same = probe_variant<DeepBoth>(in, reference, wmma_dx_us, wmma_wg_us, "dx 5 stages, dW 4 x 32 deep", report) &&
+         same;
+  same = probe_pair<DeepBoth>(in, reference, wmma_dx_us, wmma_wg_us, report, "dx 5 stages, dW 4 x 32 deep") && same;
   return same;
 }
 
