@@ -301,7 +301,7 @@ constexpr int kWeightGradSegment = 1024;
 //! `min_workspace_size`): the backward runs in time slices of this many tokens, the last first (each slice's scan,
 //! then its products, then its dW / db segment added onto the outputs), so that the workspace holds one slice's
 //! fp32 row gradients and one segment's partials instead of every token's and every segment's
-//! (operators/backward.cuh): at (1, 8192, 2560, 10) 46 MB instead of 298. Shared by every configuration (the default
+//! (operators/backward.cuh): at (1, 8192, 2560, 10) 41 MB instead of 298. Shared by every configuration (the default
 //! dispatch sizes the workspace before it picks one) and a multiple of the dW segment; configurations whose time
 //! chunk divides it can slice (BackwardConfig::kTimeSlicesFitChunks), so that no chunk and no segment straddles two
 //! slices: the same bits as one pass.

@@ -73,7 +73,7 @@
 //! when padding is possible; plus a copy of dh_final when dh0 aliases it; plus, first, the device checks' word and
 //! claim table (DeviceCheckLayout) when they run. At (1, 8192, 2560, 10) fused: 298 MB, of which 252 MB the
 //! fp32 gate gradients. One long dense sequence in fused mode can run in time slices of 1024 tokens with as little
-//! as `backward_min_workspace_size(args)` (12·1024·W bytes of rows; 46 MB there), slower, with the same bits.
+//! as `backward_min_workspace_size(args)` (12·1024·W bytes of rows; 41 MB there), slower, with the same bits.
 
 #include <cuda_runtime_api.h>
 
@@ -692,7 +692,7 @@ std::size_t backward_workspace_size(const BackwardArguments& args) {
 //! The least workspace `backward(args, ...)` accepts: one time slice's rows where the shape can take slices (fused
 //! mode, one dense sequence longer than kBackwardTimeSliceTokens), else backward_workspace_size(args). A workspace
 //! from here up to (not including) backward_workspace_size(args) runs the backward in time slices: the same bits,
-//! less memory, more time (at (1, 8192, 2560, 10): 46 against 298 MB, bench/results/2026-12-04-h200-*).
+//! less memory, more time (at (1, 8192, 2560, 10): 41 against 298 MB, bench/results/2026-12-04-h200-*).
 template <class = void>
 std::size_t backward_min_workspace_size(const BackwardArguments& args) {
   // kAuto can slice wherever the shape can (the chunked scan runs wherever a shipped or compact configuration does).
