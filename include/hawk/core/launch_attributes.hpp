@@ -9,7 +9,10 @@
 //!   between its sequential and chunked kernels asks both on every call); `device_resident_ctas` counts from them
 //!   the CTAs of a kernel the device runs at once (the forward's and the backward's kernel choices).
 //! - `device_supports_dependent_launch`: whether the current device overlaps kernels by programmatic dependent
-//!   launch (compute capability 9.0 or later; core/dependent_launch.cuh), queried once per device.
+//!   launch (compute capability 9.0 or later; core/dependent_launch.cuh), queried once per device;
+//!   `KernelDependentLaunch<Tag>::supported(kernel, ...)` also asks that the kernel's code was generated for
+//!   compute_90 or later, once per (kernel, device): code JIT-compiled from older PTX has no griddepcontrol
+//!   instructions, so a programmatic launch of it would not wait for the grid before it.
 //! - `KernelSharedMemory<Tag>::ensure(kernel, bytes)`: cudaFuncSetAttribute(kernel,
 //!   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) once per (kernel, device). `Tag` names the kernel
 //!   instantiation (the operator class that launches it, or the kernel's configuration): one cache per
@@ -114,6 +117,47 @@ inline Status device_supports_dependent_launch(bool& supported) {
   supported = major >= 9;
   return Status::success();
 }
+
+//! Whether `kernel` may be launched by programmatic dependent launch on the current device: the device has it
+//! (device_supports_dependent_launch) and the kernel's code was generated for compute_90 or later
+//! (cudaFuncAttributes::ptxVersion), so that its griddepcontrol calls exist (core/dependent_launch.cuh compiles them
+//! only there). A build whose sm_90 code is JIT-compiled from compute_80 PTX gets plain launches. Once per (kernel,
+//! device), keyed by the kernel's address as KernelSharedMemory is (below); `Tag` names the kernel instantiation.
+template <class Tag>
+struct KernelDependentLaunch {
+  template <class Kernel>
+  static Status supported(Kernel kernel, bool& supported) {
+    HAWK_RETURN_IF_ERROR(device_supports_dependent_launch(supported));
+    if (!supported) return Status::success();
+    int device = 0;
+    HAWK_RETURN_IF_ERROR(current_device(device));
+    const bool cached = device >= 0 && device < kMaxCachedDevices;
+    const void* address = reinterpret_cast<const void*>(kernel);
+    if (cached && cache().kernel[device].load(std::memory_order_acquire) == address) {
+      supported = cache().verdict[device].load(std::memory_order_relaxed) != 0;
+      return Status::success();
+    }
+    cudaFuncAttributes attributes{};
+    HAWK_RETURN_IF_CUDA_ERROR(cudaFuncGetAttributes(&attributes, address));
+    supported = attributes.ptxVersion >= 90;
+    if (cached) {
+      cache().kernel[device].store(nullptr, std::memory_order_relaxed);  // no reader pairs old address, new verdict
+      cache().verdict[device].store(supported ? 1 : 0, std::memory_order_relaxed);
+      cache().kernel[device].store(address, std::memory_order_release);
+    }
+    return Status::success();
+  }
+
+ private:
+  struct Slots {
+    std::atomic<const void*> kernel[kMaxCachedDevices];
+    std::atomic<int> verdict[kMaxCachedDevices];
+  };
+  static Slots& cache() {
+    static Slots slots;  // one per Tag: zero-initialised (static storage)
+    return slots;
+  }
+};
 
 //! CTAs of `threads` threads with `shared_bytes` of dynamic shared memory each that the current device runs at once:
 //! its multiprocessors times what fits on one by shared memory (1 KB of it reserved per CTA) and by threads (2048),

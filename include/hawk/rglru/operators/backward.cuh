@@ -523,8 +523,10 @@ class Backward {
     dx.num_blocks = static_cast<int>(s.num_blocks);
     const auto dx_kernel = backward_dx_kernel<Config>;
     HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
+    // Behind the weight gradients only where dx's code has its griddepcontrol calls (else it could end, and the
+    // ordered sums start, before the weight gradients end).
     bool overlap = false;
-    HAWK_RETURN_IF_ERROR(device_supports_dependent_launch(overlap));
+    HAWK_RETURN_IF_ERROR(KernelDependentLaunch<DxLayout>::supported(dx_kernel, overlap));
     const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(end_token - first_token, s.num_blocks));
     HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(dx_kernel, dim3(dx_ctas), dim3(Config::kProductThreads),
                                                             DxLayout::kSharedBytes, stream, overlap, dx));
