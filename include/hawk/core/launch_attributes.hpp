@@ -118,6 +118,30 @@ inline Status device_supports_dependent_launch(bool& supported) {
   return Status::success();
 }
 
+namespace detail {
+//! Per device: the kernel copy an entry is for, and an int remembered for it (KernelSharedMemory,
+//! KernelDependentLaunch). The address is stored last and read first: a matching address guarantees the value
+//! stored before it. Devices of kMaxCachedDevices or above are never cached.
+struct PerKernelInts {
+  std::atomic<const void*> kernel[kMaxCachedDevices];
+  std::atomic<int> value[kMaxCachedDevices];
+
+  //! Whether there is an entry for `address` on `device`; then `out` is its value.
+  bool find(int device, const void* address, int& out) const {
+    if (device < 0 || device >= kMaxCachedDevices || kernel[device].load(std::memory_order_acquire) != address)
+      return false;
+    out = value[device].load(std::memory_order_relaxed);
+    return true;
+  }
+  void store(int device, const void* address, int v) {
+    if (device < 0 || device >= kMaxCachedDevices) return;
+    kernel[device].store(nullptr, std::memory_order_relaxed);  // no reader pairs the old address with the new value
+    value[device].store(v, std::memory_order_relaxed);
+    kernel[device].store(address, std::memory_order_release);
+  }
+};
+}  // namespace detail
+
 //! Whether `kernel` may be launched by programmatic dependent launch on the current device: the device has it
 //! (device_supports_dependent_launch) and the kernel's code was generated for compute_90 or later
 //! (cudaFuncAttributes::ptxVersion), so that its griddepcontrol calls exist (core/dependent_launch.cuh compiles them
@@ -131,30 +155,22 @@ struct KernelDependentLaunch {
     if (!supported) return Status::success();
     int device = 0;
     HAWK_RETURN_IF_ERROR(current_device(device));
-    const bool cached = device >= 0 && device < kMaxCachedDevices;
     const void* address = reinterpret_cast<const void*>(kernel);
-    if (cached && cache().kernel[device].load(std::memory_order_acquire) == address) {
-      supported = cache().verdict[device].load(std::memory_order_relaxed) != 0;
+    int verdict = 0;
+    if (cache().find(device, address, verdict)) {
+      supported = verdict != 0;
       return Status::success();
     }
     cudaFuncAttributes attributes{};
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncGetAttributes(&attributes, address));
     supported = attributes.ptxVersion >= 90;
-    if (cached) {
-      cache().kernel[device].store(nullptr, std::memory_order_relaxed);  // no reader pairs old address, new verdict
-      cache().verdict[device].store(supported ? 1 : 0, std::memory_order_relaxed);
-      cache().kernel[device].store(address, std::memory_order_release);
-    }
+    cache().store(device, address, supported ? 1 : 0);
     return Status::success();
   }
 
  private:
-  struct Slots {
-    std::atomic<const void*> kernel[kMaxCachedDevices];
-    std::atomic<int> verdict[kMaxCachedDevices];
-  };
-  static Slots& cache() {
-    static Slots slots;  // one per Tag: zero-initialised (static storage)
+  static detail::PerKernelInts& cache() {
+    static detail::PerKernelInts slots;  // one per Tag: zero-initialised (static storage)
     return slots;
   }
 };
@@ -192,30 +208,19 @@ struct KernelSharedMemory {
     if (bytes <= kDefaultLimit) return Status::success();
     int device = 0;
     HAWK_RETURN_IF_ERROR(current_device(device));
-    const bool cached = device >= 0 && device < kMaxCachedDevices;
     const int wanted = static_cast<int>(bytes);
     const void* address = reinterpret_cast<const void*>(kernel);
-    // The address is stored last and read first: a matching address guarantees the bytes stored before it.
-    if (cached && cache().kernel[device].load(std::memory_order_acquire) == address &&
-        cache().bytes[device].load(std::memory_order_relaxed) >= wanted)
-      return Status::success();
+    int set = 0;
+    if (cache().find(device, address, set) && set >= wanted) return Status::success();
     HAWK_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(address, cudaFuncAttributeMaxDynamicSharedMemorySize, wanted));
-    if (cached) {
-      cache().kernel[device].store(nullptr, std::memory_order_relaxed);  // no reader pairs old address, new bytes
-      cache().bytes[device].store(wanted, std::memory_order_relaxed);
-      cache().kernel[device].store(address, std::memory_order_release);
-    }
+    cache().store(device, address, wanted);
     return Status::success();
   }
 
  private:
   //! Per device: the kernel copy whose attribute was set last, and the bytes set on it.
-  struct Slots {
-    std::atomic<const void*> kernel[kMaxCachedDevices];
-    std::atomic<int> bytes[kMaxCachedDevices];
-  };
-  static Slots& cache() {
-    static Slots slots;  // one per Tag: zero-initialised (static storage)
+  static detail::PerKernelInts& cache() {
+    static detail::PerKernelInts slots;  // one per Tag: zero-initialised (static storage)
     return slots;
   }
 };
