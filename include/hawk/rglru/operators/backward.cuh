@@ -380,8 +380,7 @@ class Backward {
     jobs.num_jobs = 1;
     if constexpr (Config::kFused) {
       // dW, db: every segment's partials, the last first (time slices have summed theirs already).
-      if (!sliced)
-        add_parameter_jobs(args, parameter_partials(ws, base), ws.segments, parameter_outputs(args), false, jobs);
+      if (!sliced) add_parameter_jobs(args, ws, base, ws.segments, false, jobs);
     }
 
     // (3) the ordered reductions
@@ -443,8 +442,6 @@ class Backward {
     const std::int64_t tiles = scan.width_tiles;
     ChunkedBackwardScanParams<Element> chunked;
     HAWK_RETURN_IF_ERROR(prepare_chunked_scan(args, ws, base, scan, chunked, stream));
-    const ParameterSources partials = parameter_partials(ws, base);
-    const ParameterOutputs outputs = parameter_outputs(args);
     const std::int64_t chunks = chunked.chunks_per_sequence;  // one sequence: chunk j has tickets from
                                                               // (chunks - 1 - j) * tiles (locate_reverse_chunk)
     for (std::int64_t slice = slices - 1; slice >= 0; --slice) {
@@ -464,7 +461,7 @@ class Backward {
       add.checks = checks;
       const std::int64_t segments =
           (end_token - first_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
-      add_parameter_jobs(args, partials, segments, outputs, slice != slices - 1, add);
+      add_parameter_jobs(args, ws, base, segments, slice != slices - 1, add);
       launch_ordered_sums(add, stream);
       HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::ordered_sum_kernel"));
     }
@@ -543,30 +540,18 @@ class Backward {
     ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
   }
 
-  //! dWx, dWa, dbx, dba: their segment partials in the workspace, and the outputs they are summed into.
-  struct ParameterSources {
-    const float* of[4];
-  };
-  struct ParameterOutputs {
-    float* of[4];
-  };
-  static ParameterSources parameter_partials(const BackwardWorkspaceLayout& ws, unsigned char* base) {
-    auto at = [&](std::size_t offset) { return reinterpret_cast<const float*>(base + offset); };
-    return {{at(ws.dWx_partial), at(ws.dWa_partial), at(ws.dbx_partial), at(ws.dba_partial)}};
-  }
-  static ParameterOutputs parameter_outputs(const BackwardArguments& args) {
-    return {{args.dWx, args.dWa, args.dbx, args.dba}};
-  }
-
-  //! Appends to `jobs` dWx, dWa, dbx, dba, each the sum of `rows` rows of its source, the last row first (the last
-  //! time segment first: ordered_sum_kernel.cuh), into its output (`accumulate`: onto it).
-  static void add_parameter_jobs(const BackwardArguments& args, const ParameterSources& sources, std::int64_t rows,
-                                 const ParameterOutputs& outputs, bool accumulate, OrderedSumJobs& jobs) {
+  //! Appends to `jobs` dWx, dWa, dbx, dba, each the sum of the first `rows` rows of its segment partials in the
+  //! workspace, the last row first (the last time segment first: ordered_sum_kernel.cuh), into its output
+  //! (`accumulate`: onto it).
+  static void add_parameter_jobs(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
+                                 unsigned char* base, std::int64_t rows, bool accumulate, OrderedSumJobs& jobs) {
     const ProblemShape& s = args.shape;
     const std::int64_t weight_elements = s.num_blocks * Config::kBlockWidth * Config::kBlockWidth;
+    const std::size_t partials[4] = {ws.dWx_partial, ws.dWa_partial, ws.dbx_partial, ws.dba_partial};
+    float* const outputs[4] = {args.dWx, args.dWa, args.dbx, args.dba};
     for (int m = 0; m < 4; ++m) {
       const std::int64_t count = m < 2 ? weight_elements : s.width;
-      OrderedSumJob job{sources.of[m], count, count, rows, nullptr, outputs.of[m]};
+      OrderedSumJob job{reinterpret_cast<const float*>(base + partials[m]), count, count, rows, nullptr, outputs[m]};
       job.reverse = true;
       job.accumulate = accumulate;
       jobs.job[jobs.num_jobs++] = job;
