@@ -92,6 +92,24 @@ __device__ __forceinline__ void store_vector(T* __restrict__ pointer, const floa
   *reinterpret_cast<AlignedVector<T, N>*>(pointer) = packed;
 }
 
+//! Round two fp32 values to `T` and store them as one aligned pair (`pointer` aligned to 2 * sizeof(T) bytes):
+//! one 32-bit store for 16-bit types, where the two-element vector of store_vector may be split into two 16-bit
+//! stores.
+template <class T>
+__device__ __forceinline__ void store_pair(T* __restrict__ pointer, float first, float second) {
+  if constexpr (sizeof(T) == 2) {
+    const T low = from_float<T>(first), high = from_float<T>(second);
+    unsigned short low_bits, high_bits;
+    __builtin_memcpy(&low_bits, &low, 2);
+    __builtin_memcpy(&high_bits, &high, 2);
+    *reinterpret_cast<unsigned int*>(pointer) = static_cast<unsigned int>(low_bits) |
+                                                (static_cast<unsigned int>(high_bits) << 16);
+  } else {
+    const float values[2] = {first, second};
+    store_vector<T, 2>(pointer, values);
+  }
+}
+
 //! Load up to `N` elements, `count` of them valid; the rest of `out` is set to `fill`. No alignment needed.
 template <class T, int N>
 __device__ __forceinline__ void load_partial(const T* __restrict__ pointer, int count, float (&out)[N],

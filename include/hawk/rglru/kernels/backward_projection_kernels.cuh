@@ -275,7 +275,10 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   cp_async_wait<0>();  // the last groups are empty: nothing is in flight when the CTA ends
 
   // dx = dx_direct + the products, straight from the accumulators: each lane owns two adjacent channels of a
-  // row (8-byte fp32 reads of dx_direct, one vector store of dx).
+  // row (8-byte fp32 reads of dx_direct, one 2-element store of dx). A row's reads of dx_direct are all issued
+  // before its first store: the compiler cannot move a load past a store it cannot prove apart, so reads
+  // interleaved with stores wait out a global round trip each (a third of the kernel's time at w = 256, Nsight
+  // Compute, H200, 2026-12-04).
 #pragma unroll
   for (int m = 0; m < Layout::kMBlocks; ++m) {
 #pragma unroll
@@ -283,15 +286,19 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       const std::int64_t t = row0 + warp_row0 + 16 * m + 8 * half + lane.group;
       if (t >= T) continue;
       if (params.live_tokens != nullptr && params.live_tokens[t] == 0) continue;  // a skipped sequence's row
+      const float* const direct_row = params.dx_direct + (t - params.first_token) * W + block_col;
+      float2 direct[Layout::kNBlocks];
+#pragma unroll
+      for (int n = 0; n < Layout::kNBlocks; ++n) {
+        const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
+        direct[n] = i < kBlockWidth ? *reinterpret_cast<const float2*>(direct_row + i) : make_float2(0.0f, 0.0f);
+      }
 #pragma unroll
       for (int n = 0; n < Layout::kNBlocks; ++n) {
         const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
         if (i >= kBlockWidth) continue;
-        const std::int64_t offset = t * W + block_col + i;
-        const float2 direct =
-            *reinterpret_cast<const float2*>(params.dx_direct + (t - params.first_token) * W + block_col + i);
-        const float values[2] = {direct.x + acc[m][n][2 * half], direct.y + acc[m][n][2 * half + 1]};
-        store_vector<Element, 2>(params.dx + offset, values);
+        store_pair(params.dx + t * W + block_col + i, direct[n].x + acc[m][n][2 * half],
+                   direct[n].y + acc[m][n][2 * half + 1]);
       }
     }
   }
@@ -361,8 +368,11 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     if (step < steps) {
       const std::int64_t t0 = t_begin + static_cast<std::int64_t>(step) * kStep;
       Element* const inputs = input_tile(stage);
+      // Whole pieces per thread, counted from 0 so that the loops unroll (a loop from tid did not: it re-ran its
+      // bounds and address arithmetic every step, a quarter of the kernel's stalls at w = 256).
 #pragma unroll
-      for (int v = tid; v < kInputPieces; v += kThreads) {
+      for (int j = 0; j < kInputPieces / kThreads; ++j) {
+        const int v = tid + j * kThreads;
         const int r = v / kInputPiecesPerRow;
         const int c = (v % kInputPiecesPerRow) * kInputVector;
         const std::int64_t t = t0 + r;
@@ -371,7 +381,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
         stage_piece(inputs + r * Layout::kInputStride + c, params.x, t * W + block_col + i0 + c, valid);
       }
 #pragma unroll
-      for (int v = tid; v < kGradPieces; v += kThreads) {
+      for (int j = 0; j < kGradPieces / kThreads; ++j) {
+        const int v = tid + j * kThreads;
         const int r = v / kGradPiecesPerRow;
         const int c = (v % kGradPiecesPerRow) * 4;
         const std::int64_t t = t0 + r;
