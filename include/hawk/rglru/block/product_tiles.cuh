@@ -13,6 +13,7 @@
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/element.cuh"
+#include "hawk/core/ldmatrix.cuh"
 #include "hawk/core/tf32_mma.cuh"
 
 namespace hawk {
@@ -55,6 +56,31 @@ __device__ __forceinline__ void read_a_rows(const Element* tile, int stride, int
   a[1] = to_float(bottom[0]);
   a[2] = to_float(top[4]);
   a[3] = to_float(bottom[4]);
+}
+
+//! One warp's A fragment from an fp32 tile that stores A row-major (as read_a_rows), in one ldmatrix: the fragment
+//! is four 8 x 4 fp32 matrices (rows m0 and m0 + 8, k0 and k0 + 4), and ldmatrix hands lane (g, t) the word at row
+//! g, column t of each. `lane_index` is the lane's index in the warp. Rows 16-byte aligned; a stride of 4 (mod 32)
+//! words puts the 8 rows of each matrix on 8 different 16-byte bank groups: conflict-free.
+__device__ __forceinline__ void read_a_rows_ldmatrix(const float* tile, int stride, int m0, int k0, int lane_index,
+                                                     float (&a)[4]) {
+  const int matrix = lane_index / 8;
+  const float* row = tile + (m0 + (matrix & 1) * 8 + lane_index % 8) * stride + k0 + (matrix >> 1) * 4;
+  std::uint32_t words[4];
+  ldmatrix_x4(words, row);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) a[e] = __uint_as_float(words[e]);
+}
+
+//! Round one staged 16-byte piece of fp32 values to tf32 in place (cvt.rna, as to_tf32_operand rounds), so that
+//! the warps reading it need not round it each: the values they read are the ones they would have rounded to.
+__device__ __forceinline__ void round_piece_to_tf32(float* piece) {
+  float4 values = *reinterpret_cast<const float4*>(piece);
+  values.x = nvcuda::wmma::__float_to_tf32(values.x);
+  values.y = nvcuda::wmma::__float_to_tf32(values.y);
+  values.z = nvcuda::wmma::__float_to_tf32(values.z);
+  values.w = nvcuda::wmma::__float_to_tf32(values.w);
+  *reinterpret_cast<float4*>(piece) = values;
 }
 
 //! One warp's A fragment from a tile that stores A k-major (A[m][k] at tile[k * stride + m]: x[t][i] read as

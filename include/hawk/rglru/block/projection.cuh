@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "hawk/core/ldmatrix.cuh"
 #include "hawk/core/macros.hpp"
 
 namespace hawk {
@@ -33,22 +34,6 @@ namespace rglru {
 #if defined(__CUDACC__)
 
 namespace detail {
-
-//! Four 8x8 b16 matrices from shared memory; lane i gives the address of row (i % 8) of matrix (i / 8).
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&regs)[4], const void* row_address) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row_address));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
-               : "r"(address));
-}
-
-//! As ldmatrix_x4, each 8x8 matrix transposed on the way.
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&regs)[4], const void* row_address) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row_address));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
-               : "r"(address));
-}
 
 //! d += a · b for one m16n8k16 tile, fp32 accumulate.
 template <class Element>

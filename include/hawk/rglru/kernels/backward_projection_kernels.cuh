@@ -246,8 +246,21 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
 #pragma unroll
   for (int s = 0; s < Layout::kStages - 1; ++s) request_step(s, s);
 
+  // With one tf32 pass, each thread rounds the gradient pieces it staged once they land, before the barrier, and
+  // the warps read the rounded values with ldmatrix (the same values each warp rounded itself before: every warp
+  // of a row of warps read and rounded the same elements). Three passes need the unrounded values for their
+  // remainders and keep the per-warp reads.
+  constexpr bool kRoundWhenStaged = kPasses == 1;
   for (int step = 0; step < kSteps; ++step) {
     cp_async_wait<Layout::kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
+    if constexpr (kRoundWhenStaged) {
+      float* const staged = grad_tile(step % Layout::kStages);
+#pragma unroll
+      for (int j = 0; j < kGradPiecesPerThread; ++j) {
+        const int v = tid + j * kThreads;
+        round_piece_to_tf32(staged + v / kGradPiecesPerRow * Layout::kGradStride + (v % kGradPiecesPerRow) * 4);
+      }
+    }
     __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
     request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
     const float* const grads = grad_tile(step % Layout::kStages);
@@ -258,8 +271,13 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
 #pragma unroll
       for (int m = 0; m < Layout::kMBlocks; ++m) {
         float values[4];
-        read_a_rows(grads, Layout::kGradStride, warp_row0 + 16 * m, k, lane, values);
-        a[m] = to_tf32_operand<kPasses, false>(values);
+        if constexpr (kRoundWhenStaged) {
+          read_a_rows_ldmatrix(grads, Layout::kGradStride, warp_row0 + 16 * m, k, tid % 32, values);
+          a[m] = to_tf32_operand<kPasses, true>(values);  // rounded when staged
+        } else {
+          read_a_rows(grads, Layout::kGradStride, warp_row0 + 16 * m, k, lane, values);
+          a[m] = to_tf32_operand<kPasses, false>(values);
+        }
       }
 #pragma unroll
       for (int n = 0; n < Layout::kNBlocks; ++n) {
