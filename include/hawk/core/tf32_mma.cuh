@@ -5,8 +5,9 @@
 //!
 //! Why not wmma: its fragments are opaque, so a kernel loads them with `load_matrix_sync` from a generic pointer
 //! (generic loads on sm_90) and rounds every element of every fragment in every warp that loads it. Here a kernel
-//! reads its fragment elements from shared memory itself (scalar shared loads into a known register layout), and
-//! an operand that is exact in tf32 (bf16 or fp16 widened to fp32) is not rounded at all.
+//! reads its fragment elements from shared memory itself (shared loads, or ldmatrix, into a known register layout),
+//! and an operand that is exact in tf32 (bf16 or fp16 widened to fp32, or fp32 rounded to tf32 once where it was
+//! staged) is not rounded again.
 //!
 //! Why the same bits: wmma's m16n16k8 tf32 product is, per 16 x 8 half of its output, two chained
 //! `HMMA.1684` (k = 0..3, then k = 4..7). `mma_k8` below issues exactly those instructions with the same operands
@@ -47,8 +48,8 @@ struct Tf32Operand {
 };
 
 //! Prepare fp32 values for `Passes` tf32 products. Rounding is to nearest (cvt.rna, the same intrinsic the
-//! wmma path used); the tensor core would truncate. `Exact`: the values are already tf32 (widened bf16 or fp16),
-//! so rounding returns them unchanged and is skipped; their remainder is v - v, which is what tf32(v - v) gives
+//! wmma path used); the tensor core would truncate. `Exact`: the values are already tf32 (widened bf16 or fp16, or
+//! fp32 values rounded where they were staged, with one pass), so rounding returns them unchanged and is skipped; their remainder is v - v, which is what tf32(v - v) gives
 //! (+0 for a finite v, NaN for an infinite one) without the conversion.
 template <int Passes, bool Exact, int N>
 __device__ __forceinline__ Tf32Operand<Passes, N> to_tf32_operand(const float (&values)[N]) {

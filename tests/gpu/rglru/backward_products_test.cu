@@ -250,6 +250,14 @@ TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, 
   check_same_bits_at_every_length<Shipped<float, 256>>();
 }
 
+TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, fp32 with 1 tf32 pass (dx rounds "
+          "its gradients where it stages them)",
+          "[backward][products]") {
+  using Forward64 = typename DefaultFusedConfig<float, 64, ResetFlags>::type;
+  check_same_bits<BackwardConfig<Forward64, 1>>(1024 + 200, 2, true);
+  check_same_bits<BackwardConfig<Forward64, 1>>(77, 2, false);
+}
+
 TEST_CASE("backward products: the mma.sync kernels give the wmma kernels' bits, bf16 with 3 tf32 passes and "
           "block widths of 48 (a partial reduction step) and 144 (partial tiles)",
           "[backward][products]") {

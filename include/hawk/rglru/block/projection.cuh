@@ -14,8 +14,8 @@
 //! - `WarpMma<Element, WarpM, WarpN>`: one warp's WarpM x WarpN fp32 accumulator tile, fed from row-major A
 //!   [M][lda] and B [K][ldb] in shared memory (element (r, c) at r·ld + c). Rows of an operand in shared memory
 //!   must be 16-byte aligned; pad their stride by 16 bytes so that ldmatrix is free of bank conflicts (stride in
-//!   32-bit words ≡ 4 mod 32). (A column-major variant had no caller: the backward's transposed products use
-//!   WMMA, kernels/backward_projection_kernels.cuh.)
+//!   32-bit words ≡ 4 mod 32). (A column-major variant had no caller: the backward's transposed products have
+//!   their own tf32 tiles, block/product_tiles.cuh.)
 //! - `block_mma_project<...>`: the whole CTA computes out = A · B + bias into an fp32 shared tile.
 //! - `block_simt_project<...>`: the same contract in fp32 on the SIMT pipes.
 

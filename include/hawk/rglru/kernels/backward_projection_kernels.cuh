@@ -110,6 +110,7 @@ struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Confi
   static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
   static_assert(kStageBytes % 16 == 0 && (sizeof(Element) * kWeightStride) % 16 == 0,
                 "DxProductLayout: 16-byte aligned rows (cp.async)");
+  static_assert(kStep % 8 == 0, "DxProductLayout: whole k = 8 groups a step (and 16-byte ldmatrix rows)");
 
   //! CTAs of one call: token tiles x blocks x column tiles, column tile fastest, then block, so that the CTAs
   //! reading the same gradient rows run side by side.
@@ -145,6 +146,7 @@ struct WeightGradProductLayout
   static_assert(2 * kCols <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
   static_assert(kCols == 32 || kCols == 64, "WeightGradProductLayout: kWeightGradCols is 32 or 64 (the strides' "
                                             "bank pattern and the bias threads are laid out for these)");
+  static_assert(kStep % 8 == 0, "WeightGradProductLayout: whole k = 8 groups a step");
   static_assert(kInputBytes % 16 == 0 && kGradBytes % 16 == 0 && (sizeof(Element) * kInputStride) % 16 == 0 &&
                     (sizeof(float) * kGradStride) % 16 == 0,
                 "WeightGradProductLayout: 16-byte aligned rows (cp.async)");
