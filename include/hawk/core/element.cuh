@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hawk/core/dtype.hpp"
 #include "hawk/core/macros.hpp"
@@ -107,6 +108,27 @@ __device__ __forceinline__ void store_pair(T* __restrict__ pointer, float first,
   } else {
     const float values[2] = {first, second};
     store_vector<T, 2>(pointer, values);
+  }
+}
+
+//! The two 16-bit elements of `T` packed in one 32-bit word (the first in the low half, as a register of ldmatrix
+//! or a 32-bit load holds them), widened to fp32: the inverse of store_pair's packing.
+template <class T>
+__device__ __forceinline__ void unpack_pair(std::uint32_t word, float& first, float& second) {
+  static_assert(sizeof(T) == 2, "unpack_pair: 16-bit element types");
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    // A bf16 value widened to fp32 is its bits in the high half: one shift and one mask, exactly as
+    // __bfloat162float widens each half.
+    first = __uint_as_float(word << 16);
+    second = __uint_as_float(word & 0xffff0000u);
+  } else {
+    const auto low_bits = static_cast<unsigned short>(word & 0xffffu);
+    const auto high_bits = static_cast<unsigned short>(word >> 16);
+    T low, high;
+    __builtin_memcpy(&low, &low_bits, 2);
+    __builtin_memcpy(&high, &high_bits, 2);
+    first = to_float(low);
+    second = to_float(high);
   }
 }
 

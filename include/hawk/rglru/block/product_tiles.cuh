@@ -35,6 +35,17 @@ struct ProductWarpGrid {
   static_assert(kWarpRows % 16 == 0 && kWarpCols % 8 == 0, "ProductWarpGrid: warp tiles of whole fragments");
 };
 
+//! Where token `row` of a reduction step is stored in a tile of paired token rows: in each group of 8 tokens,
+//! token t and token t + 4 (t < 4) lie side by side at rows 2t and 2t + 1. An 8 x 8 ldmatrix.trans of 16-bit
+//! elements hands lane (g, t) rows 2t and 2t + 1 of one column, which are then the two tokens the lane's tf32
+//! fragments need (k = t and k = t + 4 of an m16n8k4 pair, core/tf32_mma.cuh): read_a_column_pairs below.
+__host__ __device__ constexpr int paired_token_row(int row) {
+  return (row & ~7) | ((row & 3) << 1) | ((row >> 2) & 1);
+}
+static_assert(paired_token_row(0) == 0 && paired_token_row(4) == 1 && paired_token_row(1) == 2 &&
+                  paired_token_row(7) == 7 && paired_token_row(11) == 14 && paired_token_row(12) == 9,
+              "paired_token_row: tokens t and t + 4 of a group of 8 at rows 2t and 2t + 1");
+
 #if defined(__CUDACC__)
 
 //! Stage one 16-byte piece (16 / sizeof(Element) consecutive elements of a row) by cp.async, or zero-fill it.
@@ -96,6 +107,36 @@ __device__ __forceinline__ void read_a_columns(const Element* tile, int stride, 
   a[3] = to_float(second[8]);
 }
 
+//! The A fragments of two m blocks (m0 and m0 + 16) from a 16-bit tile that stores A k-major in paired token rows
+//! (A[m][k] at tile[paired_token_row(k) * stride + m]), in one ldmatrix.x4.trans: matrix q holds columns
+//! m0 + 8q .. m0 + 8q + 7 of the 8 rows from k0, and lane (g, t) receives rows 2t and 2t + 1 of column g of each,
+//! tokens k0 + t and k0 + t + 4: a[b][0], a[b][2] from matrix 2b, a[b][1], a[b][3] from matrix 2b + 1, the values
+//! read_a_columns reads from an unpaired tile. Rows 16-byte aligned; a stride of 4 (mod 32) words puts the 8 rows on
+//! 8 different 16-byte bank groups: conflict-free.
+template <class Element>
+__device__ __forceinline__ void read_a_column_pairs(const Element* tile, int stride, int m0, int k0, int lane_index,
+                                                    float (&a)[2][4]) {
+  static_assert(sizeof(Element) == 2, "read_a_column_pairs: ldmatrix of 16-bit elements");
+  std::uint32_t words[4];
+  ldmatrix_x4_trans(words, tile + (k0 + lane_index % 8) * stride + m0 + 8 * (lane_index / 8));
+#pragma unroll
+  for (int block = 0; block < 2; ++block) {
+    unpack_pair<Element>(words[2 * block], a[block][0], a[block][2]);
+    unpack_pair<Element>(words[2 * block + 1], a[block][1], a[block][3]);
+  }
+}
+
+//! As read_a_column_pairs, for one m block (ldmatrix.x2.trans; lanes 16-31 address nothing that is read).
+template <class Element>
+__device__ __forceinline__ void read_a_column_single(const Element* tile, int stride, int m0, int k0, int lane_index,
+                                                     float (&a)[4]) {
+  static_assert(sizeof(Element) == 2, "read_a_column_single: ldmatrix of 16-bit elements");
+  std::uint32_t words[2];
+  ldmatrix_x2_trans(words, tile + (k0 + lane_index % 8) * stride + m0 + 8 * (lane_index / 8 % 2));
+  unpack_pair<Element>(words[0], a[0], a[2]);
+  unpack_pair<Element>(words[1], a[1], a[3]);
+}
+
 //! One warp's B fragment (8 x 8) from a tile that stores B n-major (B[k][n] at tile[n * stride + k]: W[i][o]
 //! read as B(o, i)). With stride = 4 (mod 32) words (fp32) or 20 (mod 32) words (16-bit): conflict-free.
 template <class Element>
@@ -114,6 +155,17 @@ __device__ __forceinline__ void read_b_columns(const Element* tile, int stride, 
   const Element* column = tile + (k0 + lane.thread) * stride + n0 + lane.group;
   b[0] = to_float(column[0]);
   b[1] = to_float(column[4 * stride]);
+}
+
+//! One warp's B fragment from a tile that stores B k-major in paired token rows (B[k][n] at
+//! tile[paired_token_row(k) * stride + n]): tokens k0 + t and k0 + t + 4 at rows k0 + 2t and k0 + 2t + 1. With
+//! stride = 4 (mod 32) words: banks 8t + g and 8t + 4 + g, conflict-free.
+template <class Element>
+__device__ __forceinline__ void read_b_paired_columns(const Element* tile, int stride, int n0, int k0, MmaLane lane,
+                                                      float (&b)[2]) {
+  const Element* column = tile + (k0 + 2 * lane.thread) * stride + n0 + lane.group;
+  b[0] = to_float(column[0]);
+  b[1] = to_float(column[stride]);
 }
 
 #endif  // __CUDACC__

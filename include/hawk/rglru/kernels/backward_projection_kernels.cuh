@@ -124,8 +124,10 @@ struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Confi
 //!
 //! A CTA owns kRows values of i x kCols values of o of both matrices. A stage holds one reduction step of
 //! kWeightGradStep tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols),
-//! dga[t][...] (fp32, B k-major). Warps: kProductThreads / 128 along i x 4 along o (ProductWarpGrid); with 256
-//! threads a warp owns kRows / 2 x kCols / 4 of both matrices.
+//! dga[t][...] (fp32, B k-major). With 16-bit x the tokens' rows are paired (block/product_tiles.cuh,
+//! paired_token_row) so that one ldmatrix.trans reads the A fragments of two m blocks; fp32 x keeps them in order.
+//! Warps: kProductThreads / 128 along i x 4 along o (ProductWarpGrid); with 256 threads a warp owns kRows / 2 x
+//! kCols / 4 of both matrices.
 template <class Config>
 struct WeightGradProductLayout
     : ProductWarpGrid<Config::kWeightGradTile, Config::kWeightGradCols, Config::kProductThreads> {
@@ -136,9 +138,12 @@ struct WeightGradProductLayout
   static constexpr int kStages = Config::kWeightGradStages;
   static constexpr int kRowTiles = (Config::kBlockWidth + kRows - 1) / kRows;
   static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
-  // Rows padded by 8 elements: 8 (mod 32) words in fp32, 4 (mod 32) words in 16 bits (with 32 or 64 columns).
+  static constexpr bool kPairedTokenRows = sizeof(Element) == 2;
+  // x rows padded by 8 elements: 8 (mod 32) words in fp32, 4 (mod 32) words in 16 bits (with 32 or 64 columns).
+  // Gradient rows padded to 8 (mod 32) words where fragments read rows t and t + 4 (read_b_columns), to 4 (mod 32)
+  // where they read paired rows 2t and 2t + 1 (read_b_paired_columns).
   static constexpr int kInputStride = kRows + 8;
-  static constexpr int kGradStride = kCols + 8;
+  static constexpr int kGradStride = kCols + (kPairedTokenRows ? 4 : 8);
   static constexpr std::size_t kInputBytes = sizeof(Element) * kStep * kInputStride;
   static constexpr std::size_t kGradBytes = sizeof(float) * kStep * kGradStride;
   static constexpr std::size_t kStageBytes = kInputBytes + 2 * kGradBytes;
@@ -146,7 +151,7 @@ struct WeightGradProductLayout
   static_assert(2 * kCols <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
   static_assert(kCols == 32 || kCols == 64, "WeightGradProductLayout: kWeightGradCols is 32 or 64 (the strides' "
                                             "bank pattern and the bias threads are laid out for these)");
-  static_assert(kStep % 8 == 0, "WeightGradProductLayout: whole k = 8 groups a step");
+  static_assert(kStep % 8 == 0, "WeightGradProductLayout: whole k = 8 groups a step (and of paired rows)");
   static_assert(kInputBytes % 16 == 0 && kGradBytes % 16 == 0 && (sizeof(Element) * kInputStride) % 16 == 0 &&
                     (sizeof(float) * kGradStride) % 16 == 0,
                 "WeightGradProductLayout: 16-byte aligned rows (cp.async)");
@@ -199,14 +204,31 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   const std::int64_t workspace_row0 = row0 - params.first_token;
   const std::int64_t block_col = block * kBlockWidth;
 
-  // The token rows this thread stages are the same at every step: whether each is in range and live is read
-  // once. A dead token's row is zero-filled (its workspace row was never written) and its dx row not stored.
+  // What this thread stages is the same at every step but for o0 and the matrix: gradient piece j lies in row
+  // grad_row + j * kGradRowsPerPass at column grad_col, weight piece j in row weight_row + j * kWeightRowsPerPass
+  // at weight_col. So whether each row is staged (in range and live: a dead token's row is zero-filled, its
+  // workspace row never written, and its dx row not stored), the shared-memory places and the source offsets are
+  // worked out once, and a step adds o0.
+  static_assert(kThreads % kGradPiecesPerRow == 0 && kThreads % kWeightPiecesPerRow == 0,
+                "dx: a thread's pieces share one column");
+  constexpr int kGradRowsPerPass = kThreads / kGradPiecesPerRow;
+  constexpr int kWeightRowsPerPass = kThreads / kWeightPiecesPerRow;
+  // Whether a step's columns can run past the block (o0 + o >= w): only where kStep does not divide w.
+  constexpr bool kPartialSteps = kBlockWidth % kStep != 0;
+  const int grad_row = tid / kGradPiecesPerRow;
+  const int grad_col = (tid % kGradPiecesPerRow) * 4;
+  const int weight_row = tid / kWeightPiecesPerRow;
+  const int weight_col = (tid % kWeightPiecesPerRow) * kWeightVector;
   bool row_staged[kGradPiecesPerThread];
 #pragma unroll
   for (int j = 0; j < kGradPiecesPerThread; ++j) {
-    const std::int64_t t = row0 + (tid + j * kThreads) / kGradPiecesPerRow;
+    const std::int64_t t = row0 + grad_row + j * kGradRowsPerPass;
     row_staged[j] = t < T && (params.live_tokens == nullptr || params.live_tokens[t] != 0);
   }
+  const std::int64_t grad_offset0 = (workspace_row0 + grad_row) * W + block_col + grad_col;
+  const int weight_offset0 = (i0 + weight_row) * kBlockWidth + weight_col;
+  const int grad_shared = grad_row * Layout::kGradStride + grad_col;
+  const int weight_shared = weight_row * Layout::kWeightStride + weight_col;
 
   auto grad_tile = [&](int stage) { return reinterpret_cast<float*>(dx_shared + stage * Layout::kStageBytes); };
   auto weight_tile = [&](int stage) {
@@ -218,27 +240,21 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       const int matrix = step / kOSteps;
       const int o0 = (step % kOSteps) * kStep;
       const float* grad = matrix == 0 ? params.dgx : params.dga;
-      const Element* weight =
-          (matrix == 0 ? params.Wx : params.Wa) + block * kBlockWidth * kBlockWidth;
-      float* const grads = grad_tile(stage);
-      Element* const weights = weight_tile(stage);
+      const Element* weight = (matrix == 0 ? params.Wx : params.Wa) + block * kBlockWidth * kBlockWidth;
+      float* const grads = grad_tile(stage) + grad_shared;
+      Element* const weights = weight_tile(stage) + weight_shared;
+      const bool grad_col_valid = !kPartialSteps || o0 + grad_col < kBlockWidth;
+      const bool weight_col_valid = !kPartialSteps || o0 + weight_col < kBlockWidth;
 #pragma unroll
       for (int j = 0; j < kGradPiecesPerThread; ++j) {
-        const int v = tid + j * kThreads;
-        const int r = v / kGradPiecesPerRow;
-        const int o = (v % kGradPiecesPerRow) * 4;
-        const bool valid = row_staged[j] && o0 + o < kBlockWidth;
-        stage_piece(grads + r * Layout::kGradStride + o, grad, (workspace_row0 + r) * W + block_col + o0 + o,
-                    valid);
+        stage_piece(grads + j * kGradRowsPerPass * Layout::kGradStride, grad,
+                    grad_offset0 + j * kGradRowsPerPass * W + o0, row_staged[j] && grad_col_valid);
       }
 #pragma unroll
       for (int j = 0; j < kWeightPiecesPerThread; ++j) {
-        const int v = tid + j * kThreads;
-        const int i = v / kWeightPiecesPerRow;
-        const int o = (v % kWeightPiecesPerRow) * kWeightVector;
-        const bool valid = i0 + i < kBlockWidth && o0 + o < kBlockWidth;
-        stage_piece(weights + i * Layout::kWeightStride + o, weight,
-                    static_cast<std::int64_t>(i0 + i) * kBlockWidth + o0 + o, valid);
+        stage_piece(weights + j * kWeightRowsPerPass * Layout::kWeightStride, weight,
+                    static_cast<std::int64_t>(weight_offset0 + j * kWeightRowsPerPass * kBlockWidth + o0),
+                    i0 + weight_row + j * kWeightRowsPerPass < kBlockWidth && weight_col_valid);
       }
     }
     cp_async_commit();
@@ -253,20 +269,26 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   // of a row of warps read and rounded the same elements). Three passes need the unrounded values for their
   // remainders and keep the per-warp reads.
   constexpr bool kRoundWhenStaged = kPasses == 1;
+  // The stage this step reads, and the one it refills (kStages - 1 steps ahead), counted round rather than
+  // taken modulo kStages each step.
+  int stage = 0;
+  int refill_stage = Layout::kStages - 1;
+#pragma unroll 1
   for (int step = 0; step < kSteps; ++step) {
     cp_async_wait<Layout::kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
     if constexpr (kRoundWhenStaged) {
-      float* const staged = grad_tile(step % Layout::kStages);
+      float* const staged = grad_tile(stage) + grad_shared;
 #pragma unroll
       for (int j = 0; j < kGradPiecesPerThread; ++j) {
-        const int v = tid + j * kThreads;
-        round_piece_to_tf32(staged + v / kGradPiecesPerRow * Layout::kGradStride + (v % kGradPiecesPerRow) * 4);
+        round_piece_to_tf32(staged + j * kGradRowsPerPass * Layout::kGradStride);
       }
     }
     __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
-    request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
-    const float* const grads = grad_tile(step % Layout::kStages);
-    const Element* const weights = weight_tile(step % Layout::kStages);
+    request_step(step + Layout::kStages - 1, refill_stage);
+    const float* const grads = grad_tile(stage);
+    const Element* const weights = weight_tile(stage);
+    stage = stage + 1 == Layout::kStages ? 0 : stage + 1;
+    refill_stage = refill_stage + 1 == Layout::kStages ? 0 : refill_stage + 1;
 #pragma unroll
     for (int k = 0; k < kStep; k += 8) {
       Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
@@ -382,36 +404,77 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     return reinterpret_cast<float*>(weight_grad_shared + stage * Layout::kStageBytes + Layout::kInputBytes +
                                     matrix * Layout::kGradBytes);
   };
-  // Issue the cp.async of the step of kStep tokens from t_begin + step * kStep into `stage`. A dead token (of a
-  // skipped sequence) or one past the segment counts as zeros: neither its x nor its gradients are read.
+
+  // What this thread stages is the same at every step but for the tokens: piece j of x lies in the step's row
+  // input_row + j * kInputRowsPerPass at column input_col, piece j of each gradient in row grad_row + j *
+  // kGradRowsPerPass at grad_col. So the columns' bounds, the shared-memory rows and the source offsets are worked
+  // out once, and a step only advances the offsets by a step of rows and tests which of its rows are staged (a loop
+  // that worked the pieces out each step spent a quarter of the kernel's stalls at w = 256, Nsight Compute, H200).
+  constexpr int kInputRowsPerPass = kThreads / kInputPiecesPerRow;
+  constexpr int kGradRowsPerPass = kThreads / kGradPiecesPerRow;
+  constexpr int kInputPiecesPerThread = kInputPieces / kThreads;
+  constexpr int kGradPiecesPerThread = kGradPieces / kThreads;
+  static_assert(kThreads % kInputPiecesPerRow == 0 && kThreads % kGradPiecesPerRow == 0,
+                "dW: a thread's pieces share one column");
+  static_assert(!Layout::kPairedTokenRows || (kInputRowsPerPass % 8 == 0 && kGradRowsPerPass % 8 == 0),
+                "dW: a thread's pieces lie whole groups of 8 rows apart, which pairing moves as a block");
+  // x and the gradients stage the same rows when their rows hold as many pieces (16-bit x with 128-wide tiles, fp32
+  // x with 64-wide ones): then whether a row is staged is worked out once for both.
+  constexpr bool kSameRows = kInputPiecesPerRow == kGradPiecesPerRow;
+  auto stored_row = [](int row) { return Layout::kPairedTokenRows ? paired_token_row(row) : row; };
+  const int input_row = tid / kInputPiecesPerRow;
+  const int input_col = (tid % kInputPiecesPerRow) * kInputVector;
+  const int grad_row = tid / kGradPiecesPerRow;
+  const int grad_col = (tid % kGradPiecesPerRow) * 4;
+  const bool input_col_valid = i0 + input_col < kBlockWidth;
+  const bool grad_col_valid = o0 + grad_col < kBlockWidth;
+  const int input_shared = stored_row(input_row) * Layout::kInputStride + input_col;
+  const int grad_shared = stored_row(grad_row) * Layout::kGradStride + grad_col;
+  // Offsets of the thread's first pieces at step 0 (the workspace's rows count from first_row_token, a time slice's
+  // first token), and between a thread's pieces of one step.
+  const std::int64_t input_offset0 = (t_begin + input_row) * W + block_col + i0 + input_col;
+  const std::int64_t grad_offset0 = (t_begin + grad_row - params.first_row_token) * W + block_col + o0 + grad_col;
+  const std::int64_t input_pass_offset = kInputRowsPerPass * W;
+  const std::int64_t grad_pass_offset = kGradRowsPerPass * W;
+
+  // Whether row `row` of the step from token t0 is staged: in the segment (rows_left rows remain) and live. A dead
+  // token (of a skipped sequence) or one past the segment counts as zeros: neither its x nor its gradients are read.
+  auto row_staged = [&](int row, std::int64_t t0, int rows_left) {
+    bool staged = row < rows_left;
+    if (params.live_tokens != nullptr && staged) staged = params.live_tokens[t0 + row] != 0;
+    return staged;
+  };
+  // Issue the cp.async of the step of kStep tokens from t_begin + step * kStep into `stage`.
   auto request_step = [&](int step, int stage) {
     if (step < steps) {
       const std::int64_t t0 = t_begin + static_cast<std::int64_t>(step) * kStep;
-      Element* const inputs = input_tile(stage);
-      // Whole pieces per thread, counted from 0 so that the loops unroll (a loop from tid did not: it re-ran its
-      // bounds and address arithmetic every step, a quarter of the kernel's stalls at w = 256).
+      const int rows_left = static_cast<int>(t_end - t0);
+      const std::int64_t step_offset = static_cast<std::int64_t>(step) * kStep * W;
+      bool input_staged[kInputPiecesPerThread];
 #pragma unroll
-      for (int j = 0; j < kInputPieces / kThreads; ++j) {
-        const int v = tid + j * kThreads;
-        const int r = v / kInputPiecesPerRow;
-        const int c = (v % kInputPiecesPerRow) * kInputVector;
-        const std::int64_t t = t0 + r;
-        const bool valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
-                           i0 + c < kBlockWidth;
-        stage_piece(inputs + r * Layout::kInputStride + c, params.x, t * W + block_col + i0 + c, valid);
+      for (int j = 0; j < kInputPiecesPerThread; ++j) {
+        input_staged[j] = row_staged(input_row + j * kInputRowsPerPass, t0, rows_left);
       }
+      Element* const inputs = input_tile(stage) + input_shared;
 #pragma unroll
-      for (int j = 0; j < kGradPieces / kThreads; ++j) {
-        const int v = tid + j * kThreads;
-        const int r = v / kGradPiecesPerRow;
-        const int c = (v % kGradPiecesPerRow) * 4;
-        const std::int64_t t = t0 + r;
-        const bool valid = t < t_end && (params.live_tokens == nullptr || params.live_tokens[t] != 0) &&
-                           o0 + c < kBlockWidth;
-        // The workspace's rows count from first_row_token (a time slice's first token).
-        const std::int64_t offset = (t - params.first_row_token) * W + block_col + o0 + c;
-        stage_piece(grad_tile(stage, 0) + r * Layout::kGradStride + c, params.dgx, offset, valid);
-        stage_piece(grad_tile(stage, 1) + r * Layout::kGradStride + c, params.dga, offset, valid);
+      for (int j = 0; j < kInputPiecesPerThread; ++j) {
+        stage_piece(inputs + j * kInputRowsPerPass * Layout::kInputStride, params.x,
+                    input_offset0 + step_offset + j * input_pass_offset, input_staged[j] && input_col_valid);
+      }
+      float* const dgx_stage = grad_tile(stage, 0) + grad_shared;
+      float* const dga_stage = grad_tile(stage, 1) + grad_shared;
+#pragma unroll
+      for (int j = 0; j < kGradPiecesPerThread; ++j) {
+        bool staged;
+        if constexpr (kSameRows) {
+          staged = input_staged[j];
+        } else {
+          staged = row_staged(grad_row + j * kGradRowsPerPass, t0, rows_left);
+        }
+        const bool valid = staged && grad_col_valid;
+        const std::int64_t offset = grad_offset0 + step_offset + j * grad_pass_offset;
+        stage_piece(dgx_stage + j * kGradRowsPerPass * Layout::kGradStride, params.dgx, offset, valid);
+        stage_piece(dga_stage + j * kGradRowsPerPass * Layout::kGradStride, params.dga, offset, valid);
       }
     }
     cp_async_commit();
@@ -433,25 +496,48 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     const Element* const inputs = input_tile(stage);
     if (bias_thread) {
       const float* column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
-#pragma unroll 8
-      for (int r = 0; r < kStep; ++r) bias_sum += column[r * Layout::kGradStride];
+#pragma unroll 1
+      for (int r8 = 0; r8 < kStep; r8 += 8) {
+#pragma unroll
+        for (int r = 0; r < 8; ++r) bias_sum += column[(r8 + stored_row(r)) * Layout::kGradStride];
+      }
     }
 #pragma unroll
     for (int k = 0; k < kStep; k += 8) {
       // A(i, t) = x[t][i]: the staged x rows are A's columns.
       Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
+      if constexpr (Layout::kPairedTokenRows) {
 #pragma unroll
-      for (int m = 0; m < Layout::kMBlocks; ++m) {
-        float values[4];
-        read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
-        a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
+        for (int m = 0; m < Layout::kMBlocks; m += 2) {
+          if (m + 1 < Layout::kMBlocks) {
+            float values[2][4];
+            read_a_column_pairs(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
+            a[m] = to_tf32_operand<kPasses, kExactInputs>(values[0]);
+            a[m + 1] = to_tf32_operand<kPasses, kExactInputs>(values[1]);
+          } else {
+            float values[4];
+            read_a_column_single(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
+            a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int m = 0; m < Layout::kMBlocks; ++m) {
+          float values[4];
+          read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
+          a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
+        }
       }
 #pragma unroll
       for (int n = 0; n < Layout::kNBlocks; ++n) {
 #pragma unroll
         for (int matrix = 0; matrix < 2; ++matrix) {
           float values[2];
-          read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+          if constexpr (Layout::kPairedTokenRows) {
+            read_b_paired_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+          } else {
+            read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+          }
           const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
 #pragma unroll
           for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The product kernels' round on one GPU, in one call (about 8 minutes on an H200): build the RG-LRU suite, its
+# benchmark and the products probe; run the [products] cases (every byte against the wmma kernels), the probe, the
+# benchmark, the whole RG-LRU suite, then compute-sanitizer's four tools over the [products] cases. Logs and JSON
+# go to OUTDIR. Catch2 comes from the Debian package carried in .gpu/ (GPU.md).
+#
+#   bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize]
+set -uo pipefail
+out=${1:?usage: bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize]}
+sanitize=1; [ "${2:-}" = --no-sanitize ] && sanitize=0
+mkdir -p "$out"
+cd "$(dirname "$0")/.."
+if [ ! -d /opt/catch2/usr/include/catch2 ]; then
+  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
+  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
+  dpkg -x "$deb" /opt/catch2
+fi
+export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+status=0
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release -DHAWK_BUILD_PROBES=ON \
+  > "$out/configure.log" 2>&1 || { tail -n 40 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" --target hawk_gpu_rglru bench_rglru backward_products_probe \
+  > "$out/build.log" 2>&1 || { grep -E "error|FAILED" -A3 "$out/build.log" | head -n 60; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+suite=$(find build-gpu -name hawk_gpu_rglru -type f -perm -u+x | head -n 1)
+bench=$(find build-gpu -name bench_rglru -type f -perm -u+x | head -n 1)
+probe=$(find build-gpu -name backward_products_probe -type f -perm -u+x | head -n 1)
+"$suite" "[products]" > "$out/products.txt" 2>&1 || status=1
+tail -n 3 "$out/products.txt"
+timeout 300 "$probe" "$out/products_probe.json" > "$out/products_probe.txt" 2>&1 || status=1
+grep -E "shipped|differing bytes [1-9]" "$out/products_probe.txt" | head -n 40
+timeout 240 "$bench" "$out/bench_rglru.json" > "$out/bench_rglru.log" 2>&1 || status=1
+tail -n 20 "$out/bench_rglru.log"
+"$suite" > "$out/suite.txt" 2>&1 || status=1
+tail -n 3 "$out/suite.txt"
+if [ $sanitize = 1 ]; then
+  t0=$(date +%s)
+  python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --tool initcheck --tool synccheck --jobs 16 \
+    --filter "products" --logs "$out/sanitize" "$suite" > "$out/sanitizer.txt" 2>&1 || status=1
+  tail -n 5 "$out/sanitizer.txt"
+  echo "sanitize: $(( $(date +%s) - t0 )) s"
+fi
+exit $status
