@@ -147,6 +147,39 @@ __device__ __forceinline__ void read_b_rows(const Element* tile, int stride, int
   b[1] = to_float(row[4]);
 }
 
+//! Reorder one staged 16-byte piece of eight 16-bit elements e0 .. e7 in place to e0 e4 e1 e5 e2 e6 e3 e7, so that
+//! a row of interleaved pieces read by an ldmatrix (not transposed) hands lane (g, t) elements t and t + 4 of its
+//! 8-element column group: the two k values a lane holds in the two m16n8k4 products of a k = 8 group
+//! (read_b_rows_interleaved).
+__device__ __forceinline__ void interleave_piece_halves(void* piece) {
+  uint4 words = *reinterpret_cast<const uint4*>(piece);  // (e1:e0) (e3:e2) (e5:e4) (e7:e6), low half first
+  const uint4 interleaved = make_uint4(__byte_perm(words.x, words.z, 0x5410), __byte_perm(words.x, words.z, 0x7632),
+                                       __byte_perm(words.y, words.w, 0x5410), __byte_perm(words.y, words.w, 0x7632));
+  *reinterpret_cast<uint4*>(piece) = interleaved;
+}
+
+//! The B fragments of Blocks (4 or 2) consecutive n blocks from n0 (n0, n0 + 8, ...) out of a 16-bit tile that stores
+//! B n-major (B[k][n] at tile[n * stride + k], W[i][o] read as B(o, i)) with every 8-element piece interleaved
+//! (interleave_piece_halves), in one ldmatrix: matrix q holds rows n0 + 8q .. n0 + 8q + 7 at columns k0 .. k0 + 7, and
+//! lane (g, t) receives word t of row g, the elements k0 + t and k0 + t + 4: b[q][0], b[q][1], the values read_b_rows
+//! reads from a tile in order. Rows 16-byte aligned; a stride of 20 (mod 32) words puts the 8 rows of each matrix on
+//! 8 different 16-byte bank groups: conflict-free.
+template <class Element, int Blocks>
+__device__ __forceinline__ void read_b_rows_interleaved(const Element* tile, int stride, int n0, int k0,
+                                                        int lane_index, float (&b)[Blocks][2]) {
+  static_assert(sizeof(Element) == 2, "read_b_rows_interleaved: ldmatrix of 16-bit elements");
+  static_assert(Blocks == 4 || Blocks == 2, "read_b_rows_interleaved: an ldmatrix of 4 or 2 matrices");
+  const Element* row = tile + (n0 + 8 * (lane_index / 8 % Blocks) + lane_index % 8) * stride + k0;
+  std::uint32_t words[Blocks];
+  if constexpr (Blocks == 4) {
+    ldmatrix_x4(words, row);
+  } else {
+    ldmatrix_x2(words, row);
+  }
+#pragma unroll
+  for (int q = 0; q < Blocks; ++q) unpack_pair<Element>(words[q], b[q][0], b[q][1]);
+}
+
 //! One warp's B fragment from a tile that stores B k-major (B[k][n] at tile[k * stride + n]: dg[t][o]). With
 //! stride = 8 (mod 32) words: bank 8t + g, conflict-free.
 template <class Element>

@@ -269,6 +269,12 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   // of a row of warps read and rounded the same elements). Three passes need the unrounded values for their
   // remainders and keep the per-warp reads.
   constexpr bool kRoundWhenStaged = kPasses == 1;
+  // 16-bit weights: each thread also interleaves the weight pieces it staged (e0 e4 e1 e5 ...), so that one ldmatrix
+  // reads the B fragments of four (or two) n blocks, where two 16-bit loads a fragment read them before. The same
+  // values reach the same products.
+  constexpr bool kInterleavedWeights = sizeof(Element) == 2;
+  constexpr int kBGroup = Layout::kNBlocks % 4 == 0 ? 4 : 2;  // n blocks a B ldmatrix reads
+  static_assert(!kInterleavedWeights || Layout::kNBlocks % kBGroup == 0, "dx: whole ldmatrix groups of n blocks");
   // The stage this step reads, and the one it refills (kStages - 1 steps ahead), counted round rather than
   // taken modulo kStages each step.
   int stage = 0;
@@ -281,6 +287,13 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
 #pragma unroll
       for (int j = 0; j < kGradPiecesPerThread; ++j) {
         round_piece_to_tf32(staged + j * kGradRowsPerPass * Layout::kGradStride);
+      }
+    }
+    if constexpr (kInterleavedWeights) {
+      Element* const staged = weight_tile(stage) + weight_shared;
+#pragma unroll
+      for (int j = 0; j < kWeightPiecesPerThread; ++j) {
+        interleave_piece_halves(staged + j * kWeightRowsPerPass * Layout::kWeightStride);
       }
     }
     __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
@@ -303,14 +316,29 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
           a[m] = to_tf32_operand<kPasses, false>(values);
         }
       }
+      // B(o, i) = W[i][o]: the staged weight rows are B's columns.
+      if constexpr (kInterleavedWeights) {
 #pragma unroll
-      for (int n = 0; n < Layout::kNBlocks; ++n) {
-        // B(o, i) = W[i][o]: the staged weight rows are B's columns.
-        float values[2];
-        read_b_rows(weights, Layout::kWeightStride, warp_col0 + 8 * n, k, lane, values);
-        const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, kExactWeights>(values);
+        for (int n = 0; n < Layout::kNBlocks; n += kBGroup) {
+          float values[kBGroup][2];
+          read_b_rows_interleaved<Element, kBGroup>(weights, Layout::kWeightStride, warp_col0 + 8 * n, k, tid % 32,
+                                                     values);
 #pragma unroll
-        for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[m][n], a[m], b);
+          for (int q = 0; q < kBGroup; ++q) {
+            const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, kExactWeights>(values[q]);
+#pragma unroll
+            for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[m][n + q], a[m], b);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int n = 0; n < Layout::kNBlocks; ++n) {
+          float values[2];
+          read_b_rows(weights, Layout::kWeightStride, warp_col0 + 8 * n, k, lane, values);
+          const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, kExactWeights>(values);
+#pragma unroll
+          for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[m][n], a[m], b);
+        }
       }
     }
   }
