@@ -38,15 +38,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&regs)[4], cons
                : "r"(address));
 }
 
-//! Two 8x8 b16 matrices, each transposed on the way; lanes 0-15 give the row addresses (lane i: row i % 8 of matrix
-//! i / 8), the other lanes' addresses are not read.
-__device__ __forceinline__ void ldmatrix_x2_trans(std::uint32_t (&regs)[2], const void* row_address) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(row_address));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(regs[0]), "=r"(regs[1])
-               : "r"(address));
-}
-
 #endif  // __CUDACC__
 
 }  // namespace hawk

@@ -126,17 +126,6 @@ __device__ __forceinline__ void read_a_column_pairs(const Element* tile, int str
   }
 }
 
-//! As read_a_column_pairs, for one m block (ldmatrix.x2.trans; lanes 16-31 address nothing that is read).
-template <class Element>
-__device__ __forceinline__ void read_a_column_single(const Element* tile, int stride, int m0, int k0, int lane_index,
-                                                     float (&a)[4]) {
-  static_assert(sizeof(Element) == 2, "read_a_column_single: ldmatrix of 16-bit elements");
-  std::uint32_t words[2];
-  ldmatrix_x2_trans(words, tile + (k0 + lane_index % 8) * stride + m0 + 8 * (lane_index / 8 % 2));
-  unpack_pair<Element>(words[0], a[0], a[2]);
-  unpack_pair<Element>(words[1], a[1], a[3]);
-}
-
 //! One warp's B fragment (8 x 8) from a tile that stores B n-major (B[k][n] at tile[n * stride + k]: W[i][o]
 //! read as B(o, i)). With stride = 4 (mod 32) words (fp32) or 20 (mod 32) words (16-bit): conflict-free.
 template <class Element>

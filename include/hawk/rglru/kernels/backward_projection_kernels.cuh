@@ -124,7 +124,7 @@ struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Confi
 //!
 //! A CTA owns kRows values of i x kCols values of o of both matrices. A stage holds one reduction step of
 //! kWeightGradStep tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols),
-//! dga[t][...] (fp32, B k-major). With 16-bit x the tokens' rows are paired (block/product_tiles.cuh,
+//! dga[t][...] (fp32, B k-major). With 16-bit x (and m blocks in pairs) the rows are paired (block/product_tiles.cuh,
 //! paired_token_row) so that one ldmatrix.trans reads the A fragments of two m blocks; fp32 x keeps them in order.
 //! Warps: kProductThreads / 128 along i x 4 along o (ProductWarpGrid); with 256 threads a warp owns kRows / 2 x
 //! kCols / 4 of both matrices.
@@ -138,7 +138,9 @@ struct WeightGradProductLayout
   static constexpr int kStages = Config::kWeightGradStages;
   static constexpr int kRowTiles = (Config::kBlockWidth + kRows - 1) / kRows;
   static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
-  static constexpr bool kPairedTokenRows = sizeof(Element) == 2;
+  // Paired where each warp's m blocks come in pairs (every shipped tile; a 512-thread tile of 64 rows has one).
+  static constexpr bool kPairedTokenRows =
+      sizeof(Element) == 2 && ProductWarpGrid<kRows, kCols, Config::kProductThreads>::kMBlocks % 2 == 0;
   // x rows padded by 8 elements: 8 (mod 32) words in fp32, 4 (mod 32) words in 16 bits (with 32 or 64 columns).
   // Gradient rows padded to 8 (mod 32) words where fragments read rows t and t + 4 (read_b_columns), to 4 (mod 32)
   // where they read paired rows 2t and 2t + 1 (read_b_paired_columns).
@@ -537,16 +539,10 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
       if constexpr (Layout::kPairedTokenRows) {
 #pragma unroll
         for (int m = 0; m < Layout::kMBlocks; m += 2) {
-          if (m + 1 < Layout::kMBlocks) {
-            float values[2][4];
-            read_a_column_pairs(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
-            a[m] = to_tf32_operand<kPasses, kExactInputs>(values[0]);
-            a[m + 1] = to_tf32_operand<kPasses, kExactInputs>(values[1]);
-          } else {
-            float values[4];
-            read_a_column_single(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
-            a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
-          }
+          float values[2][4];
+          read_a_column_pairs(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
+          a[m] = to_tf32_operand<kPasses, kExactInputs>(values[0]);
+          a[m + 1] = to_tf32_operand<kPasses, kExactInputs>(values[1]);
         }
       } else {
 #pragma unroll
