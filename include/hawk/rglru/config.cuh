@@ -385,10 +385,10 @@ struct BackwardConfig {
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
   //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile
   //! (each staged gradient used for twice the products): 1.18x, 1.15x and 1.20x over the 64 x 64 tiles at (4,
-  //! 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536, 2560, 10), in two 32-deep stages (54 KB, which every
-  //! GPU's 99 KB holds), or at w = 256 in two 64-deep stages (108 KB, 1.03-1.05x more on the H200; the compact
+  //! 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536, 2560, 10), in two 32-deep stages (52 KB, which every
+  //! GPU's 99 KB holds), or at w = 256 in two 64-deep stages (104 KB, 1.03-1.05x more on the H200; the compact
   //! configuration of w = 256, compact_config.cuh, keeps 32 for 99 KB GPUs). Otherwise 64 x 64 tiles in two
-  //! 64-deep stages (92 KB with 16-bit x, 110 KB with fp32, two CTAs per SM): half the barriers of three 32-deep
+  //! 64-deep stages (88 KB with 16-bit x, 110 KB with fp32, two CTAs per SM): half the barriers of three 32-deep
   //! ones, 1.11-1.20x at the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/).
   static constexpr bool kWideWeightGradTile = kSixteenBitProducts && kBlockWidth % 128 == 0;
   static constexpr int kWeightGradStep =

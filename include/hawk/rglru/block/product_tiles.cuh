@@ -4,8 +4,10 @@
 //! staging row-major tiles into shared memory by cp.async, and reading one warp's tf32 fragments out of them in
 //! the register layout of core/tf32_mma.cuh.
 //!
-//! Tiles are stored as they lie in global memory (row-major, rows padded), never transposed: a fragment reader
-//! says which of the tile's two axes is the product's k axis. The paddings are chosen so that every fragment
+//! Tiles are stored row-major as they lie in global memory (rows padded), never transposed: a fragment reader
+//! says which of the tile's two axes is the product's k axis. Two reorderings serve ldmatrix: the weight-gradient
+//! kernel may store a step's token rows paired (paired_token_row), and the dx kernel interleaves each staged 16-bit
+//! weight piece in place (interleave_piece_halves); their readers say so. The paddings are chosen so that every fragment
 //! read below is free of bank conflicts (each comment shows the bank pattern), and each row starts 16 bytes
 //! aligned (cp.async destinations).
 
@@ -14,6 +16,7 @@
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/core/ldmatrix.cuh"
+#include "hawk/core/macros.hpp"
 #include "hawk/core/tf32_mma.cuh"
 
 namespace hawk {
@@ -39,7 +42,7 @@ struct ProductWarpGrid {
 //! token t and token t + 4 (t < 4) lie side by side at rows 2t and 2t + 1. An 8 x 8 ldmatrix.trans of 16-bit
 //! elements hands lane (g, t) rows 2t and 2t + 1 of one column, which are then the two tokens the lane's tf32
 //! fragments need (k = t and k = t + 4 of an m16n8k4 pair, core/tf32_mma.cuh): read_a_column_pairs below.
-__host__ __device__ constexpr int paired_token_row(int row) {
+HAWK_HOST_DEVICE constexpr int paired_token_row(int row) {
   return (row & ~7) | ((row & 3) << 1) | ((row >> 2) & 1);
 }
 static_assert(paired_token_row(0) == 0 && paired_token_row(4) == 1 && paired_token_row(1) == 2 &&
