@@ -2,12 +2,25 @@
 # The product kernels' round on one GPU, in one call (about 8 minutes on an H200): build the RG-LRU suite, its
 # benchmark and the products probe; run the [products] cases (every byte against the wmma kernels), the probe, the
 # benchmark, the whole RG-LRU suite, then compute-sanitizer's four tools over the [products] cases. Logs and JSON
-# go to OUTDIR. Catch2 comes from the Debian package carried in .gpu/ (GPU.md).
+# go to OUTDIR (a dozen files: through the device tool, write them outside $OUT and pack them into one archive there,
+# e.g. `bench/run-product-kernels-on-gpu.sh /tmp/r; tar czf $OUT/r.tgz -C /tmp r`). Catch2 comes from the Debian
+# package carried in .gpu/ (GPU.md).
 #
-#   bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize]
+#   bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize] [--profile]
+#
+# --profile also takes an Nsight Compute profile (--set full, SASS-level stall samples) of each product kernel over
+# one time slice of (1, 8192, 2560, 10) (the probe's --slice), where the twentieth session's profile was taken.
 set -uo pipefail
-out=${1:?usage: bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize]}
-sanitize=1; [ "${2:-}" = --no-sanitize ] && sanitize=0
+out=${1:?usage: bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize] [--profile]}
+shift
+sanitize=1 profile=0
+for option in "$@"; do
+  case "$option" in
+    --no-sanitize) sanitize=0 ;;
+    --profile) profile=1 ;;
+    *) echo "unknown option $option" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 if [ ! -d /opt/catch2/usr/include/catch2 ]; then
@@ -35,6 +48,15 @@ timeout 240 "$bench" "$out/bench_rglru.json" > "$out/bench_rglru.log" 2>&1 || st
 tail -n 20 "$out/bench_rglru.log"
 "$suite" > "$out/suite.txt" 2>&1 || status=1
 tail -n 3 "$out/suite.txt"
+if [ $profile = 1 ]; then
+  for kernel in dx weight_grad; do
+    ncu --set full --import-source yes -k "regex:^backward_${kernel}_kernel" -c 1 -f -o "/tmp/ncu_$kernel" \
+      "$probe" --slice > "$out/ncu_$kernel.log" 2>&1 || status=1
+    ncu --import "/tmp/ncu_$kernel.ncu-rep" --page details > "$out/ncu_${kernel}_details.txt" 2>&1
+    ncu --import "/tmp/ncu_$kernel.ncu-rep" --page source --csv --print-source sass > "$out/ncu_${kernel}_sass.csv" 2>&1
+  done
+  grep -E "Duration|Eligible Warps|Issued Warp" "$out"/ncu_*_details.txt | head -n 12
+fi
 if [ $sanitize = 1 ]; then
   t0=$(date +%s)
   python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --tool initcheck --tool synccheck --jobs 16 \
