@@ -49,8 +49,9 @@ struct Tf32Operand {
 
 //! Prepare fp32 values for `Passes` tf32 products. Rounding is to nearest (cvt.rna, the same intrinsic the
 //! wmma path used); the tensor core would truncate. `Exact`: the values are already tf32 (widened bf16 or fp16, or
-//! fp32 values rounded where they were staged, with one pass), so rounding returns them unchanged and is skipped; their remainder is v - v, which is what tf32(v - v) gives
-//! (+0 for a finite v, NaN for an infinite one) without the conversion.
+//! fp32 values rounded where they were staged, with one pass), so rounding returns them unchanged and is skipped;
+//! their remainder is v - v, which is what tf32(v - v) gives (+0 for a finite v, NaN for an infinite one) without
+//! the conversion.
 template <int Passes, bool Exact, int N>
 __device__ __forceinline__ Tf32Operand<Passes, N> to_tf32_operand(const float (&values)[N]) {
   Tf32Operand<Passes, N> operand;
