@@ -72,6 +72,13 @@ struct Tiles : Base {
   static constexpr int kWeightGradStages = WeightGradStages;
 };
 
+//! A shipped configuration with dx's other way of reading its 16-bit weights: interleaved in place for ldmatrix
+//! where the shipped one reads them as staged (two 16-bit loads a B fragment), or the reverse (the same bits).
+template <class Base>
+struct DxOtherWeightReads : Base {
+  static constexpr bool kDxInterleavedWeights = !Base::kDxInterleavedWeights;
+};
+
 struct Inputs {
   std::int64_t T, W, H, w, segments;
   std::size_t rows, weights, partials, bias_partials;
@@ -328,6 +335,12 @@ bool probe_shape(const Shape& shape, Report& report) {
   // 64-deep stages.
   bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped", report);
   same = probe_pair<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
+  // dx's weights the other way (config.cuh, kDxInterleavedWeights): interleaved in place for ldmatrix at w = 64 and
+  // 128, read as staged at w = 256 (2026-12-04: the interleave wins only in w = 256's whole-block tiles).
+  same = probe_variant<DxOtherWeightReads<Config>>(
+             in, reference, wmma_dx_us, wmma_wg_us,
+             Config::kDxInterleavedWeights ? "dx weights as staged" : "dx weights interleaved", report) &&
+         same;
   if constexpr (Slice) {
     same = probe_slice_tiles<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
   } else if constexpr (BlockWidth >= 128) {

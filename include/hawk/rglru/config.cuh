@@ -381,6 +381,13 @@ struct BackwardConfig {
   static constexpr int kDxCols = kWholeBlockDx ? 256 : kBlockWidth > 64 ? 128 : 64;
   static constexpr int kDxStages = 3;
   static constexpr int kDxMinBlocks = sizeof(Element) == 4 || kWholeBlockDx ? 2 : kBlockWidth <= 64 ? 4 : 3;
+  //! dx with 16-bit weights in whole-block tiles: each thread interleaves the weight pieces it staged (e0 e4 e1 e5
+  //! ...) before the stage's barrier, so that one ldmatrix reads the B fragments of four n blocks where eight 16-bit
+  //! loads did. Speed only, never the bits (the same values reach the same products). It pays where a CTA's many
+  //! steps are bound by shared-memory instructions (w = 256's 64 x 256 tiles: 1593.6 -> 1502.7 us at (1, 65536, 2560,
+  //! 10)) and costs the narrower tiles, whose in-place pass each step is not repaid (w = 128: 106.0 -> 109.9 us at
+  //! (4, 2048, 2048, 16); w = 64: 88.6 -> 90.6 at (16, 1024, 1024, 16); H200, 2026-12-04, products probe).
+  static constexpr bool kDxInterleavedWeights = kWholeBlockDx;
   //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
   //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile

@@ -299,6 +299,32 @@ TEST_CASE("backward products: dW tiles of 64 x 32 give the wmma kernels' bits", 
 
 namespace {
 
+//! dx's other way of reading 16-bit weights (BackwardConfig::kDxInterleavedWeights): interleaved in place for
+//! ldmatrix where the shipped configuration reads them as staged, or the reverse. Speed only: the same bits.
+template <class Base>
+struct OtherDxWeightReads : Base {
+  static constexpr bool kDxInterleavedWeights = !Base::kDxInterleavedWeights;
+};
+
+}  // namespace
+
+TEST_CASE("backward products: dx's 16-bit weights read as staged or interleaved give the wmma kernels' bits",
+          "[backward][products]") {
+  static_assert(!Shipped<__nv_bfloat16, 128>::kDxInterleavedWeights && Shipped<__half, 256>::kDxInterleavedWeights,
+                "the shipped split: interleaved only in w = 256's whole-block dx tiles");
+  check_same_bits<OtherDxWeightReads<Shipped<__nv_bfloat16, 64>>>(1024 + 200, 2, true);
+  check_same_bits<OtherDxWeightReads<Shipped<__nv_bfloat16, 128>>>(77, 3, false);
+  check_same_bits<OtherDxWeightReads<Shipped<__half, 256>>>(1024 + 200, 2, true);
+  using Forward48 = hawk::rglru::ForwardConfig<__nv_bfloat16, 48, 16, 64, 256, ResetFlags,
+                                               hawk::rglru::GateMode::kFused, 2>;
+  check_same_bits<OtherDxWeightReads<BackwardConfig<Forward48>>>(77, 2, false);
+  using Forward144 = hawk::rglru::ForwardConfig<__nv_bfloat16, 144, 16, 64, 256, ResetFlags,
+                                                hawk::rglru::GateMode::kFused, 2>;
+  check_same_bits<OtherDxWeightReads<BackwardConfig<Forward144>>>(1024 + 200, 2, true);
+}
+
+namespace {
+
 //! Infinite inputs: a weight, an x element and a gradient element set to +-inf. Both kernels must give the same
 //! bits wherever the result is not NaN, and NaN at the same places (3 passes: the remainder of an infinite exact
 //! operand is NaN, as wmma's tf32(v - v) made it).

@@ -271,10 +271,10 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   // of a row of warps read and rounded the same elements). Three passes need the unrounded values for their
   // remainders and keep the per-warp reads.
   constexpr bool kRoundWhenStaged = kPasses == 1;
-  // 16-bit weights: each thread also interleaves the weight pieces it staged (e0 e4 e1 e5 ...), so that one ldmatrix
-  // reads the B fragments of four (or two) n blocks, where two 16-bit loads a fragment read them before. The same
-  // values reach the same products.
-  constexpr bool kInterleavedWeights = sizeof(Element) == 2;
+  // 16-bit weights (Config::kDxInterleavedWeights): each thread also interleaves the weight pieces it staged (e0 e4
+  // e1 e5 ...), so that one ldmatrix reads the B fragments of four (or two) n blocks, where two 16-bit loads a
+  // fragment read them before. The same values reach the same products.
+  constexpr bool kInterleavedWeights = Config::kDxInterleavedWeights && sizeof(Element) == 2;
   constexpr int kBGroup = Layout::kNBlocks % 4 == 0 ? 4 : 2;  // n blocks a B ldmatrix reads
   static_assert(!kInterleavedWeights || Layout::kNBlocks % kBGroup == 0, "dx: whole ldmatrix groups of n blocks");
   // The stage this step reads, and the one it refills (kStages - 1 steps ahead), counted round rather than
