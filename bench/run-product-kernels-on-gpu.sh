@@ -4,9 +4,10 @@
 # benchmark, the whole RG-LRU suite, then compute-sanitizer's four tools over the [products] cases. Logs and JSON
 # go to OUTDIR (a dozen files: through the device tool, write them outside $OUT and pack them into one archive there,
 # e.g. `bench/run-product-kernels-on-gpu.sh /tmp/r; tar czf $OUT/r.tgz -C /tmp r`). Catch2 comes from the Debian
-# package carried in .gpu/ (GPU.md).
+# package carried in .gpu/ (GPU.md). Pass HAWK_COMMIT for the benchmark's JSON: the device tool's copy of the tree may
+# carry a stale .git (on 2026-12-04 it named the commit of an earlier call's tree).
 #
-#   bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize] [--profile]
+#   HAWK_COMMIT=abc1234 bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize] [--profile]
 #
 # --profile also takes an Nsight Compute profile (--set full, SASS-level stall samples) of each product kernel over
 # one time slice of (1, 8192, 2560, 10) (the probe's --slice), where the twentieth session's profile was taken.
