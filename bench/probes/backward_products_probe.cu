@@ -54,15 +54,17 @@ struct Shape {
 };
 
 //! A shipped configuration with other product tiles and CTAs per SM asked of the register allocator (the same
-//! bits: every output's products chain in the same k order whatever the tiling).
+//! bits: every output's products chain in the same k order whatever the tiling). dx keeps the 32-deep steps in three
+//! stages these variants were first measured with unless told otherwise.
 template <class Base, int DxRows, int DxCols, int DxMinBlocks, int WeightGradTile, int WeightGradMinBlocks,
           int WeightGradStep = Base::kWeightGradStep, int WeightGradStages = Base::kWeightGradStages,
-          int ProductThreads = Base::kProductThreads, int WeightGradCols = Base::kWeightGradCols,
-          int DxStages = Base::kDxStages>
+          int ProductThreads = Base::kProductThreads, int WeightGradCols = Base::kWeightGradCols, int DxStages = 3,
+          int DxStep = 32>
 struct Tiles : Base {
   static constexpr int kProductThreads = ProductThreads;
   static constexpr int kWeightGradCols = WeightGradCols;
   static constexpr int kDxStages = DxStages;
+  static constexpr int kDxStep = DxStep;
   static constexpr int kDxRows = DxRows;
   static constexpr int kDxCols = DxCols;
   static constexpr int kDxMinBlocks = DxMinBlocks;
@@ -77,6 +79,14 @@ struct Tiles : Base {
 template <class Base>
 struct DxOtherWeightReads : Base {
   static constexpr bool kDxInterleavedWeights = !Base::kDxInterleavedWeights;
+};
+
+//! A shipped configuration whose dx stages its reduction `Step` deep in `Stages` stages (the depth does not change the
+//! bits: every output's products chain in the same o order).
+template <class Base, int Step, int Stages>
+struct DxDepth : Base {
+  static constexpr int kDxStep = Step;
+  static constexpr int kDxStages = Stages;
 };
 
 struct Inputs {
@@ -252,11 +262,11 @@ bool probe_slice_tiles(const Inputs& in, const Outputs& reference, double wmma_d
                        Report& report) {
   static_assert(Config::kBlockWidth == 256, "probe_slice_tiles: the slice variants are w = 256's");
   bool same = true;
-  // dW 64 x 64 (160 CTAs a slice), the shipped dx 64 x 256 (160).
+  // dW 64 x 64 (160 CTAs a slice), dx 64 x 256 (160; 32 deep, as shipped when these slices were measured).
   using Dw64x64 = Tiles<Config, 64, 256, 2, 64, 2, 64, 2>;
   same = probe_variant<Dw64x64>(in, reference, wmma_dx_us, wmma_wg_us, "dW 64 x 64, 64 deep", report) && same;
   same = probe_pair<Dw64x64>(in, reference, wmma_dx_us, wmma_wg_us, report, "dW 64 x 64") && same;
-  // dW 64 x 32 (320 CTAs a slice, three per SM), the shipped dx.
+  // dW 64 x 32 (320 CTAs a slice, three per SM), the same dx.
   using Dw64x32 = Tiles<Config, 64, 256, 2, 64, 3, 64, 2, 256, 32>;
   same = probe_variant<Dw64x32>(in, reference, wmma_dx_us, wmma_wg_us, "dW 64 x 32, 64 deep", report) && same;
   same = probe_pair<Dw64x32>(in, reference, wmma_dx_us, wmma_wg_us, report, "dW 64 x 32") && same;
@@ -330,13 +340,20 @@ bool probe_shape(const Shape& shape, Report& report) {
   const double wmma_dx_us = median_us(previous_dx);
   const double wmma_wg_us = median_us(previous_wg);
 
-  // Shipped (2026-12-03, sixteenth session): dx 64 x min(w, 128) tiles, 16-bit w = 256 64 x 256 (two CTAs per
-  // SM), 32 deep, 3 stages; dW 128 x 64 tiles in two 32-deep stages for 16-bit w = 128 and 256, else 64 x 64 in two
-  // 64-deep stages.
+  // Shipped (2026-12-04, twenty-second session): dx 64 x min(w, 128) tiles, 16-bit w = 256 64 x 256 (two CTAs per
+  // SM), two 64-deep stages for 16-bit w = 128 and 256, else three 32-deep ones; dW 128 x 64 tiles for 16-bit w = 128
+  // and 256, else 64 x 64, in two 64-deep stages.
   bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped", report);
   same = probe_pair<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
   // dx's weights the other way (config.cuh, kDxInterleavedWeights): interleaved in place for ldmatrix at w = 64 and
   // 128, read as staged at w = 256 (2026-12-04: the interleave wins only in w = 256's whole-block tiles).
+  // dx in the other depth (config.cuh, kDxStep): three 32-deep stages where 16-bit w = 128 and 256 ship two 64-deep
+  // ones (1.05x and 1.03x, 2026-12-04), two 64-deep ones at w = 64 (0.98x) and fp32. Three 64-deep stages lost
+  // everywhere (0.78-0.95x: fewer CTAs an SM).
+  constexpr bool kDeepDx = Config::kDxStep == 64;
+  same = probe_variant<DxDepth<Config, kDeepDx ? 32 : 64, kDeepDx ? 3 : 2>>(
+             in, reference, wmma_dx_us, wmma_wg_us, kDeepDx ? "dx 32 deep, 3 stages" : "dx 64 deep, 2 stages", report) &&
+         same;
   same = probe_variant<DxOtherWeightReads<Config>>(
              in, reference, wmma_dx_us, wmma_wg_us,
              Config::kDxInterleavedWeights ? "dx weights as staged" : "dx weights interleaved", report) &&
@@ -349,11 +366,12 @@ bool probe_shape(const Shape& shape, Report& report) {
     same = probe_variant<Tiles<Config, 64, 128, 3, 64, 2, 64, 2>>(in, reference, wmma_dx_us, wmma_wg_us,
                                                                   "previous: dx 64 x 128, dW 64 x 64", report) &&
            same;
-    // dW 128 x 64 in the other depth: 64-deep stages at w = 128 (108 KB, which no 99 KB GPU holds, and w = 128 has
-    // no compact backward), 32-deep at w = 256 (54 KB, shipped there until 2026-12-03's seventeenth session).
+    // dW 128 x 64 in the other depth, dx as shipped: 32-deep stages (52 KB, what the compact configurations run on
+    // 99 KB GPUs; shipped at w = 256 until 2026-12-03's seventeenth session and at w = 128 until 2026-12-04).
     constexpr int kOtherStep = Config::kWeightGradStep == 64 ? 32 : 64;
     const char* other = kOtherStep == 64 ? "dW 128 x 64, 64 deep" : "dW 128 x 64, 32 deep";
-    same = probe_variant<Tiles<Config, 64, Config::kDxCols, Config::kDxMinBlocks, 128, 2, kOtherStep, 2>>(
+    same = probe_variant<Tiles<Config, 64, Config::kDxCols, Config::kDxMinBlocks, 128, 2, kOtherStep, 2,
+                               Config::kProductThreads, Config::kWeightGradCols, Config::kDxStages, Config::kDxStep>>(
                in, reference, wmma_dx_us, wmma_wg_us, other, report) &&
            same;
   }

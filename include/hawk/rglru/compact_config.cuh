@@ -12,23 +12,25 @@
 //! - the backward's d a_param partial is grouped by `kDaParamRowStep` tokens, which the compact backward takes from
 //!   the shipped one (its row step Threads / (WidthTile / 4) divides it: narrower tiles come with fewer threads);
 //! - the weight-gradient products chain every output in the same order whatever their step depth, and the segment
-//!   (kWeightGradSegment) is the same.
+//!   (kWeightGradSegment) is the same, and so do the dx products, whatever their step depth.
 //! tests/gpu/rglru/compact_config_tests.cuh (compact_<dtype>_test.cu) compares every output and gradient of each
 //! compact configuration with the shipped one's, byte for byte.
 //!
-//! Width tile / threads of each kernel, the shipped value in brackets where it differs ("-": shipped as is):
+//! Width tile / threads of each kernel, the shipped value in brackets where it differs ("-": shipped as is; 16-bit =
+//! bf16 and fp16):
 //!
-//! | element    | mode        | w   | forward (stages) | chunked forward (sub-chunk) | backward (dW step) |
-//! |------------|-------------|-----|------------------|-----------------------------|--------------------|
-//! | bf16, fp16 | fused       | 64  | 32 [64] / 256    | 32 [64] / 256 (64)          | -                  |
-//! | bf16, fp16 | fused       | 256 | 8 [16] / 128 [256] | 16 [32] / 128 [256] (32)  | 16 [32] / 256 (32 [64]) |
-//! | fp32       | fused       | 64  | -                | -                           | 16 [32] / 128 [256] (32 [64]) |
-//! | fp32       | fused       | 128 | 8 [32] / 256     | 16 [32] / 256 (32)          | 16 [32] / 128 [256] (32 [64]) |
-//! | fp32       | fused       | 256 | 8 [16] / 256     | 8 [16] / 128 [256] (32)     | 8 [16] / 128 [256] (32 [64])  |
-//! | fp32       | gate-logits | any | 32 / 256 (2 [3]) | -                           | -                  |
+//! | element | mode        | w   | forward (stages)   | chunked (sub-chunk)      | backward (dW, dx steps)           |
+//! |---------|-------------|-----|--------------------|--------------------------|-----------------------------------|
+//! | 16-bit  | fused       | 64  | 32 [64] / 256      | 32 [64] / 256 (64)       | -                                 |
+//! | 16-bit  | fused       | 128 | -                  | -                        | 32 / 256 (32 [64], 32 [64])       |
+//! | 16-bit  | fused       | 256 | 8 [16] / 128 [256] | 16 [32] / 128 [256] (32) | 16 [32] / 256 (32 [64], 32 [64])  |
+//! | fp32    | fused       | 64  | -                  | -                        | 16 [32] / 128 [256] (32 [64], 32) |
+//! | fp32    | fused       | 128 | 8 [32] / 256       | 16 [32] / 256 (32)       | 16 [32] / 128 [256] (32 [64], 32) |
+//! | fp32    | fused       | 256 | 8 [16] / 256       | 8 [16] / 128 [256] (32)  | 8 [16] / 128 [256] (32 [64], 32)  |
+//! | fp32    | gate-logits | any | 32 / 256 (2 [3])   | -                        | -                                 |
 //!
-//! Every other configuration fits 99 KB as shipped: bf16 / fp16 w = 128, gate-logits mode, and 16-bit w = 64's
-//! backward (32-channel tiles of 128 threads, first this file's and now every GPU's: DefaultBackwardConfig). fp32
+//! Every other configuration fits 99 KB as shipped: bf16 / fp16 w = 128's forward, gate-logits mode, and 16-bit w =
+//! 64's backward (32-channel tiles of 128 threads, first this file's and now every GPU's: DefaultBackwardConfig). fp32
 //! fused w = 256's compact sequential forward (162 KB) and sequential backward scan (105 KB) fit 163 KB, not 99 KB:
 //! its forward stages two 64-token chunks of the block's fp32 x rows (130 KB). A 99 KB GPU runs it through the
 //! chunked forward and the chunked backward scan alone, which fit (the default dispatch, dispatch.cuh).
@@ -57,7 +59,7 @@ struct CompactTiles {
   static constexpr bool kFused = Mode == GateMode::kFused;
   static constexpr int kW = BlockWidth;
   static constexpr bool kForward = kFused ? (kFloat ? kW >= 128 : kW != 128) : kFloat;
-  static constexpr bool kBackward = kFused && (kFloat || kW == 256);
+  static constexpr bool kBackward = kFused && (kFloat || kW == 128 || kW == 256);
   // forward
   static constexpr int kWidthTile = !kFused ? 32 : kW == 64 ? 32 : 8;
   static constexpr int kThreads = kFused && !kFloat && kW == 256 ? 128 : 256;
@@ -67,9 +69,11 @@ struct CompactTiles {
   static constexpr int kChunkedSubChunk = kW == 64 ? 64 : 32;
   static constexpr int kChunkedThreads = kW == 256 ? 128 : 256;
   // backward
-  static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : 16;
-  static constexpr int kBackwardThreads = !kFloat && kW == 256 ? 256 : 128;
-  static constexpr int kWeightGradStep = 32;  // fp32's 64 x 64 and 16-bit w = 256's 128 x 64 tiles within 99 KB
+  // 16-bit w = 128 keeps its shipped scan (32-channel tiles of 256 threads, 97.5 KB) and only narrows the products.
+  static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : kW == 128 ? 32 : 16;
+  static constexpr int kBackwardThreads = !kFloat && kW >= 128 ? 256 : 128;
+  static constexpr int kWeightGradStep = 32;  // fp32's 64 x 64 and 16-bit's 128 x 64 tiles within 99 KB
+  static constexpr int kDxStep = 32;          // 16-bit w = 128 and 256: 57 and 88 KB (72 and 109 KB 64 deep)
 };
 
 }  // namespace detail
@@ -110,7 +114,8 @@ struct CompactBackwardConfig {
                                 Paired::kMode, Paired::kStages>;
   using type = std::conditional_t<Tiles::kBackward,
                                   BackwardConfig<Forward, ShippedBackward::kTf32Passes,
-                                                 ShippedBackward::kDaParamRowStep, Tiles::kWeightGradStep>,
+                                                 ShippedBackward::kDaParamRowStep, Tiles::kWeightGradStep,
+                                                 Tiles::kDxStep>,
                                   ShippedBackward>;
 };
 

@@ -315,10 +315,11 @@ constexpr int kBackwardTimeSliceTokens = kWeightGradSegment;
 //! \tparam DaParamRowStep_ the token grouping of each chunk's d a_param partial (kDaParamRowStep below); 0 takes the
 //!                         scan's own row step
 //! \tparam WeightGradStep_ tokens per pipeline step of the weight-gradient product (kWeightGradStep below): speed and
-//!                         shared memory only, never the bits; 0 takes the tile's own (32 for the 128-row tiles
-//!                         but at w = 256, else 64)
+//!                         shared memory only, never the bits; 0 takes 64
+//! \tparam DxStep_         channels of o per pipeline step of the dx product (kDxStep below): speed and shared memory
+//!                         only, never the bits; 0 takes 64 for 16-bit blocks of a multiple of 128, else 32
 template <class ForwardConfig_, int Tf32Passes_ = default_tf32_passes<typename ForwardConfig_::Element>(),
-          int DaParamRowStep_ = 0, int WeightGradStep_ = 0>
+          int DaParamRowStep_ = 0, int WeightGradStep_ = 0, int DxStep_ = 0>
 struct BackwardConfig {
   //! The forward configuration this backward is paired with (it wrote the checkpoints). Not `Forward`, which
   //! names the forward operator.
@@ -367,19 +368,22 @@ struct BackwardConfig {
   //! session: bench/results/2026-12-03-h200-3c2f3b6-tiles/).
   static constexpr int kProductThreads = 256;
   static constexpr bool kSixteenBitProducts = sizeof(Element) == 2;
-  static constexpr int kDxStep = 32;
   //! dx: one CTA per 64 tokens x kDxCols channels of one block (all of a block up to w = 128, so that a CTA
-  //! reads its gradient rows once; 16-bit w = 256 too, 88 KB, 1.05x over two 128-channel tiles at (1, 8192, 2560,
-  //! 10) and (1, 65536, 2560, 10)), through a kDxStages-deep cp.async ring; kDxMinBlocks CTAs per SM asked of the
-  //! register allocator (__launch_bounds__): three where three fit in shared memory (16-bit elements: 58 and 69 KB
-  //! a CTA), four for 16-bit w <= 64 (43 KB and 61 registers a CTA at w = 64, no spills: its CTAs are short, a
-  //! 128-deep reduction, and more of them per SM hide their prologues; 1.10x at (16, 1024, 1024, 16), H200,
-  //! 2026-12-03), two for fp32 (83 KB a CTA), which would only spill under a three-CTA register cap, and for the
-  //! 88 KB tiles.
+  //! reads its gradient rows once; 16-bit w = 256 too, 1.05x over two 128-channel tiles at (1, 8192, 2560, 10) and
+  //! (1, 65536, 2560, 10)), through a cp.async ring of kDxStages steps kDxStep deep: 16-bit blocks of a multiple of
+  //! 128 in two 64-deep stages (72 and 109 KB at w = 128 and 256: the same o values in flight as three 32-deep
+  //! stages, half the barriers; 1.05x at (4, 2048, 2048, 16) and 1.03x at (1, 8192, 2560, 10), H200, 2026-12-04,
+  //! bench/results/2026-12-04-h200-51a77e9-dx-weight-reads/ and the products probe after it; w = 64 lost, 0.98x),
+  //! else three 32-deep ones. kDxMinBlocks CTAs per SM asked of the register allocator (__launch_bounds__): three
+  //! where three fit in shared memory (16-bit w = 128: 72 KB a CTA), four for 16-bit w <= 64 (43 KB and 64 registers
+  //! a CTA at w = 64, no spills: its CTAs are short, a 128-deep reduction, and more of them per SM hide their
+  //! prologues; 1.10x at (16, 1024, 1024, 16), H200, 2026-12-03), two for fp32 (83 KB a CTA), which would only
+  //! spill under a three-CTA register cap, and for the whole-block tiles.
   static constexpr bool kWholeBlockDx = kSixteenBitProducts && kBlockWidth == 256;
   static constexpr int kDxRows = 64;
   static constexpr int kDxCols = kWholeBlockDx ? 256 : kBlockWidth > 64 ? 128 : 64;
-  static constexpr int kDxStages = 3;
+  static constexpr int kDxStep = DxStep_ != 0 ? DxStep_ : kSixteenBitProducts && kBlockWidth % 128 == 0 ? 64 : 32;
+  static constexpr int kDxStages = kDxStep == 64 ? 2 : 3;
   static constexpr int kDxMinBlocks = sizeof(Element) == 4 || kWholeBlockDx ? 2 : kBlockWidth <= 64 ? 4 : 3;
   //! dx with 16-bit weights in whole-block tiles: each thread interleaves the weight pieces it staged (e0 e4 e1 e5
   //! ...) before the stage's barrier, so that one ldmatrix reads the B fragments of four n blocks where eight 16-bit
@@ -392,14 +396,14 @@ struct BackwardConfig {
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
   //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile
   //! (each staged gradient used for twice the products): 1.18x, 1.15x and 1.20x over the 64 x 64 tiles at (4,
-  //! 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536, 2560, 10), in two 32-deep stages (52 KB, which every
-  //! GPU's 99 KB holds), or at w = 256 in two 64-deep stages (104 KB, 1.03-1.05x more on the H200; the compact
-  //! configuration of w = 256, compact_config.cuh, keeps 32 for 99 KB GPUs). Otherwise 64 x 64 tiles in two
-  //! 64-deep stages (88 KB with 16-bit x, 110 KB with fp32, two CTAs per SM): half the barriers of three 32-deep
-  //! ones, 1.11-1.20x at the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/).
+  //! 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536, 2560, 10). Every tile in two 64-deep stages: half the
+  //! barriers of three 32-deep ones, 1.11-1.20x for the 64 x 64 tiles (88 KB with 16-bit x, 110 KB with fp32) at
+  //! the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/), 1.03-1.05x for the 128 x 64 ones at
+  //! w = 256 and 1.07-1.08x at w = 128 over two 32-deep stages (104 KB; the products probe in four runs, H200,
+  //! 2026-12-04). The compact configurations of 16-bit w = 128 and 256 (compact_config.cuh) keep 32-deep steps
+  //! (52 KB) for 99 KB GPUs.
   static constexpr bool kWideWeightGradTile = kSixteenBitProducts && kBlockWidth % 128 == 0;
-  static constexpr int kWeightGradStep =
-      WeightGradStep_ != 0 ? WeightGradStep_ : kWideWeightGradTile && kBlockWidth != 256 ? 32 : 64;
+  static constexpr int kWeightGradStep = WeightGradStep_ != 0 ? WeightGradStep_ : 64;
   static constexpr int kWeightGradTile = kWideWeightGradTile ? 128 : 64;
   static constexpr int kWeightGradCols = 64;
   static constexpr int kWeightGradStages = 2;

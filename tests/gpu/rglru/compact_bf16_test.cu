@@ -1,5 +1,6 @@
-// The bf16 compact configurations give the shipped ones' bits (compact_config_tests.cuh): fused w = 64 and 256
-// (w = 128, gate-logits mode and w = 64's backward fit 99 KB as shipped).
+// The bf16 compact configurations give the shipped ones' bits (compact_config_tests.cuh): fused w = 64, 128 (the
+// backward's products in 32-deep steps) and 256 (gate-logits mode, w = 128's forward and w = 64's backward fit 99 KB
+// as shipped).
 #include "compact_config_tests.cuh"
 
 namespace {
@@ -22,6 +23,12 @@ TEST_CASE("compact configurations: bf16 fused w = 64 and 256, forward, chunked f
   check_family<BF, NoReset, GateMode::kFused, 64>({193, 70}, true, true, false);
 }
 
+TEST_CASE("compact configurations: bf16 fused w = 128, the backward with 32-deep product steps", "[compact]") {
+  for (std::int64_t L : {1, 65, 300}) check_family<BF, ResetFlags, GateMode::kFused, 128>({L, L}, false, true, false);
+  check_family<BF, ResetFlags, GateMode::kFused, 128>({17, 0, 64, 1, 130, 257}, true, true, true);
+  check_family<BF, ResetAtSequenceStart, GateMode::kFused, 128>({sanitizing() ? 300 : 1100}, false, false, false);
+}
+
 TEST_CASE("compact configurations: bf16 decode step", "[compact]") {
   check_decode<BF, ResetFlags, 64>();
   check_decode<BF, NoReset, 256>();
@@ -36,4 +43,5 @@ TEST_CASE("compact configurations: bf16 controls, one x moved changes the compac
 TEST_CASE("compact configurations: bf16 through the default dispatch", "[compact]") {
   check_dispatch<BF, ResetFlags, GateMode::kFused, 64>({17, 0, 64, 1, 130, 257}, true);
   check_dispatch<BF, ResetAtSequenceStart, GateMode::kFused, 256>({300, 300}, false);
+  check_dispatch<BF, ResetFlags, GateMode::kFused, 128>({17, 0, 64, 1, 130, 257}, true);
 }
