@@ -281,10 +281,10 @@ bool probe_slice_tiles(const Inputs& in, const Outputs& reference, double wmma_d
   // waits on its loads. A slice leaves shared memory free (about one CTA per SM), so deeper rings: dW 128 x 64 in
   // four 32-deep stages (108 KB) or three 64-deep ones (162 KB), dx 64 x 256 in five 32-deep stages (148 KB).
   using DeepDw32 = Tiles<Config, 64, 256, 2, 128, 2, 32, 4>;  // 108 KB: two CTAs per SM, as the shipped dW
-  same = probe_variant<DeepDw32>(in, reference, wmma_dx_us, wmma_wg_us, "(dx shipped) dW 4 x 32 deep", report) &&
+  same = probe_variant<DeepDw32>(in, reference, wmma_dx_us, wmma_wg_us, "(dx 32 deep) dW 4 x 32 deep", report) &&
          same;
   using DeepDw64 = Tiles<Config, 64, 256, 2, 128, 1, 64, 3>;
-  same = probe_variant<DeepDw64>(in, reference, wmma_dx_us, wmma_wg_us, "(dx shipped) dW 3 x 64 deep", report) &&
+  same = probe_variant<DeepDw64>(in, reference, wmma_dx_us, wmma_wg_us, "(dx 32 deep) dW 3 x 64 deep", report) &&
          same;
   using DeepBoth = Tiles<Config, 64, 256, 1, 128, 2, 32, 4, 256, 64, 5>;  // dx 148 KB and dW never share an SM
   same = probe_variant<DeepBoth>(in, reference, wmma_dx_us, wmma_wg_us, "dx 5 stages, dW 4 x 32 deep", report) &&
@@ -345,15 +345,16 @@ bool probe_shape(const Shape& shape, Report& report) {
   // and 256, else 64 x 64, in two 64-deep stages.
   bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped", report);
   same = probe_pair<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
+  // dx in the other depth (config.cuh, kDxStep): three 32-deep stages where w = 128 and 256 ship two 64-deep ones
+  // (1.05x and 1.03x, 2026-12-04), two 64-deep ones at w = 64 (0.98x). Three 64-deep stages lost everywhere
+  // (0.78-0.95x: fewer CTAs an SM).
+  constexpr bool kDeepDx = Config::kDxStep == 64;
+  const char* other_depth = kDeepDx ? "dx 32 deep, 3 stages" : "dx 64 deep, 2 stages";
+  same = probe_variant<DxDepth<Config, kDeepDx ? 32 : 64, kDeepDx ? 3 : 2>>(in, reference, wmma_dx_us, wmma_wg_us,
+                                                                           other_depth, report) &&
+         same;
   // dx's weights the other way (config.cuh, kDxInterleavedWeights): interleaved in place for ldmatrix at w = 64 and
   // 128, read as staged at w = 256 (2026-12-04: the interleave wins only in w = 256's whole-block tiles).
-  // dx in the other depth (config.cuh, kDxStep): three 32-deep stages where 16-bit w = 128 and 256 ship two 64-deep
-  // ones (1.05x and 1.03x, 2026-12-04), two 64-deep ones at w = 64 (0.98x) and fp32. Three 64-deep stages lost
-  // everywhere (0.78-0.95x: fewer CTAs an SM).
-  constexpr bool kDeepDx = Config::kDxStep == 64;
-  same = probe_variant<DxDepth<Config, kDeepDx ? 32 : 64, kDeepDx ? 3 : 2>>(
-             in, reference, wmma_dx_us, wmma_wg_us, kDeepDx ? "dx 32 deep, 3 stages" : "dx 64 deep, 2 stages", report) &&
-         same;
   same = probe_variant<DxOtherWeightReads<Config>>(
              in, reference, wmma_dx_us, wmma_wg_us,
              Config::kDxInterleavedWeights ? "dx weights as staged" : "dx weights interleaved", report) &&

@@ -73,7 +73,7 @@ struct CompactTiles {
   static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : kW == 128 ? 32 : 16;
   static constexpr int kBackwardThreads = !kFloat && kW >= 128 ? 256 : 128;
   static constexpr int kWeightGradStep = 32;  // fp32's 64 x 64 and 16-bit's 128 x 64 tiles within 99 KB
-  static constexpr int kDxStep = 32;          // 16-bit w = 128 and 256: 57 and 88 KB (72 and 109 KB 64 deep)
+  static constexpr int kDxStep = 32;          // 16-bit w = 128 and 256: 57 and 87 KiB (70, 106 64 deep)
 };
 
 }  // namespace detail

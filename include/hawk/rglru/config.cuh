@@ -371,11 +371,11 @@ struct BackwardConfig {
   //! dx: one CTA per 64 tokens x kDxCols channels of one block (all of a block up to w = 128, so that a CTA
   //! reads its gradient rows once; 16-bit w = 256 too, 1.05x over two 128-channel tiles at (1, 8192, 2560, 10) and
   //! (1, 65536, 2560, 10)), through a cp.async ring of kDxStages steps kDxStep deep: 16-bit blocks of a multiple of
-  //! 128 in two 64-deep stages (72 and 109 KB at w = 128 and 256: the same o values in flight as three 32-deep
+  //! 128 in two 64-deep stages (70 and 106 KiB at w = 128 and 256: the same o values in flight as three 32-deep
   //! stages, half the barriers; 1.05x at (4, 2048, 2048, 16) and 1.03x at (1, 8192, 2560, 10), H200, 2026-12-04,
   //! bench/results/2026-12-04-h200-51a77e9-dx-weight-reads/ and the products probe after it; w = 64 lost, 0.98x),
   //! else three 32-deep ones. kDxMinBlocks CTAs per SM asked of the register allocator (__launch_bounds__): three
-  //! where three fit in shared memory (16-bit w = 128: 72 KB a CTA), four for 16-bit w <= 64 (43 KB and 64 registers
+  //! where three fit in shared memory (16-bit w = 128: 70 KiB a CTA), four for 16-bit w <= 64 (43 KB and 64 registers
   //! a CTA at w = 64, no spills: its CTAs are short, a 128-deep reduction, and more of them per SM hide their
   //! prologues; 1.10x at (16, 1024, 1024, 16), H200, 2026-12-03), two for fp32 (83 KB a CTA), which would only
   //! spill under a three-CTA register cap, and for the whole-block tiles.
@@ -399,7 +399,7 @@ struct BackwardConfig {
   //! 2048, 2048, 16), (1, 8192, 2560, 10) and (1, 65536, 2560, 10). Every tile in two 64-deep stages: half the
   //! barriers of three 32-deep ones, 1.11-1.20x for the 64 x 64 tiles (88 KB with 16-bit x, 110 KB with fp32) at
   //! the four benchmark shapes (bench/results/2026-12-03-h200-bfd73cf-probes/), 1.03-1.05x for the 128 x 64 ones at
-  //! w = 256 and 1.07-1.08x at w = 128 over two 32-deep stages (104 KB; the products probe in four runs, H200,
+  //! w = 256 and 1.07-1.08x at w = 128 over two 32-deep stages (102 KiB; the products probe in four runs, H200,
   //! 2026-12-04). The compact configurations of 16-bit w = 128 and 256 (compact_config.cuh) keep 32-deep steps
   //! (52 KB) for 99 KB GPUs.
   static constexpr bool kWideWeightGradTile = kSixteenBitProducts && kBlockWidth % 128 == 0;

@@ -58,7 +58,8 @@
 //! for the same (dtype, mode, reset mode, w): BackwardConfig<F>, with F's bits, except that 16-bit w = 256 runs its
 //! scan in wider width tiles and 16-bit w = 64 its backward in narrower ones (DefaultBackwardConfig says why; the
 //! same bits). Every shipped configuration has TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must
-//! be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>`.
+//! be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>` (sized for sm_90:
+//! on a 99 KB GPU, 16-bit blocks of a multiple of 128 also need BackwardConfig's WeightGradStep_ and DxStep_ of 32).
 //!
 //! Like the forward's, the choice depends only on (dtype, mode, reset mode, W, H), never on B, L, N or T (the device
 //! only between configurations with the same bits): row gradients are bitwise batch-invariant.
@@ -345,7 +346,7 @@ Status visit_backward_config(Visit&& visit) {
                                             WeightGradProductLayout<Compact>::kSharedBytes <= kSharedMemory99KB)) &&
                       backward_detail::ScanLayout<Compact>::kSharedBytes <= kSharedMemory163KB,
                   "a compact backward configuration outgrew the shared memory it is sized for");
-    // A shipped backward that its compact family keeps as it is (16-bit w = 64 and 128, gate-logits mode) runs on
+    // A shipped backward that its compact family keeps as it is (16-bit w = 64, gate-logits mode) runs on
     // a 99 KB GPU with no fallback, so all its kernels must fit there.
     static_assert(!std::is_same<Shipped, Compact>::value || backward_shared_bytes<Shipped>() <= kSharedMemory99KB,
                   "a shipped backward configuration kept by its compact family outgrew 99 KB");

@@ -106,7 +106,8 @@ void check_grouping_control() {
   using F = Family<E, Policy, GateMode::kFused, BlockWidth>;
   using Compact = typename F::CompactBackward;
   using Regrouped = hawk::rglru::BackwardConfig<typename Compact::PairedForward, Compact::kTf32Passes,
-                                                2 * Compact::kDaParamRowStep, Compact::kWeightGradStep>;
+                                                2 * Compact::kDaParamRowStep, Compact::kWeightGradStep,
+                                                Compact::kDxStep>;
   const Problem p = rglru_test::make_problem<E>(F::kWidth, 2, {300, 129}, true, GateMode::kFused, Policy::kMode, true);
   const Upstream u = make_upstream<E>(p, true);
   DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);

@@ -128,7 +128,8 @@ __device__ __forceinline__ void read_a_column_pairs(const Element* tile, int str
 }
 
 //! One warp's B fragment (8 x 8) from a tile that stores B n-major (B[k][n] at tile[n * stride + k]: W[i][o]
-//! read as B(o, i)). With stride = 4 (mod 32) words (fp32) or 20 (mod 32) words (16-bit): conflict-free.
+//! read as B(o, i)). With stride = 4 (mod 32) words (fp32), or 20 or 4 (mod 32) words (16-bit, 32- or 64-deep
+//! steps): conflict-free.
 template <class Element>
 __device__ __forceinline__ void read_b_rows(const Element* tile, int stride, int n0, int k0, MmaLane lane,
                                             float (&b)[2]) {
@@ -152,8 +153,8 @@ __device__ __forceinline__ void interleave_piece_halves(void* piece) {
 //! B n-major (B[k][n] at tile[n * stride + k], W[i][o] read as B(o, i)) with every 8-element piece interleaved
 //! (interleave_piece_halves), in one ldmatrix: matrix q holds rows n0 + 8q .. n0 + 8q + 7 at columns k0 .. k0 + 7, and
 //! lane (g, t) receives word t of row g, the elements k0 + t and k0 + t + 4: b[q][0], b[q][1], the values read_b_rows
-//! reads from a tile in order. Rows 16-byte aligned; a stride of 20 (mod 32) words puts the 8 rows of each matrix on
-//! 8 different 16-byte bank groups: conflict-free.
+//! reads from a tile in order. Rows 16-byte aligned; a stride of 20 or 4 (mod 32) words puts the 8 rows of each
+//! matrix on 8 different 16-byte bank groups: conflict-free.
 template <class Element, int Blocks>
 __device__ __forceinline__ void read_b_rows_interleaved(const Element* tile, int stride, int n0, int k0,
                                                         int lane_index, float (&b)[Blocks][2]) {

@@ -22,10 +22,10 @@
 //! CTA waits for the weight-gradient grid before it ends, so the pair still ends as one.
 //!
 //! Bits: every output element is the chain of tf32 products (and the bias sums) of the wmma kernels these replace
-//! (main at 0821dbc; tests/gpu/rglru/previous_product_kernels.cuh), in the same order: per element, reduction
-//! steps of 32 in order (dx: dgx·Wxᵀ's steps, then dga·Waᵀ's), inside a step k = 0..31 in groups of 8, each group
-//! as core/tf32_mma.cuh's mma_k8. Zero-filled tails (o past w, tokens past a segment) are multiplied as the wmma
-//! kernels multiplied them. tests/gpu/rglru/backward_products_test.cu compares the two bytewise.
+//! (main at 0821dbc; tests/gpu/rglru/previous_product_kernels.cuh), in the same order: per element, k ascending
+//! (dx: dgx·Wxᵀ's o, then dga·Waᵀ's; dW: the segment's tokens) in groups of 8, each group as core/tf32_mma.cuh's
+//! mma_k8, whatever the depth of the pipeline's steps (kDxStep, kWeightGradStep: 32 or 64). Zero-filled tails (o past
+//! w, tokens past a segment) are multiplied as the wmma kernels multiplied them. tests/gpu/rglru/backward_products_test.cu compares the two bytewise.
 //!
 //! Tokens of no sequence the scan ran (padding slots, or unchecked offsets; `live_tokens` non-null and 0): their
 //! workspace rows were never written. The dx kernel neither reads them (zero-filled) nor writes their dx rows;
