@@ -9,6 +9,9 @@
 #
 #   HAWK_COMMIT=abc1234 bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize] [--profile]
 #
+# SANITIZE_FILTER (a regular expression over the suite's case names, default "products") widens the sanitizer's
+# cases, e.g. SANITIZE_FILTER='products|compact' where the compact configurations changed too.
+#
 # --profile also takes an Nsight Compute profile (--set full, SASS-level stall samples) of each product kernel over
 # one time slice of (1, 8192, 2560, 10) (the probe's --slice), where the twentieth session's profile was taken.
 set -uo pipefail
@@ -61,7 +64,7 @@ fi
 if [ $sanitize = 1 ]; then
   t0=$(date +%s)
   python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --tool initcheck --tool synccheck --jobs 16 \
-    --filter "products" --logs "$out/sanitize" "$suite" > "$out/sanitizer.txt" 2>&1 || status=1
+    --filter "${SANITIZE_FILTER:-products}" --logs "$out/sanitize" "$suite" > "$out/sanitizer.txt" 2>&1 || status=1
   tail -n 5 "$out/sanitizer.txt"
   echo "sanitize: $(( $(date +%s) - t0 )) s"
 fi
