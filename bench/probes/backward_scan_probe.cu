@@ -15,7 +15,7 @@
 // The hook's null check stays in the timed calls (a load and a branch at each of the eight points), so the chunked
 // rows time a hair more than the library's kernel. Not a test of hawk's kernels.
 //
-//   [HAWK_PROBE_FILTER=TEXT] build-gpu/bench/probes/backward_scan_probe [OUT.json]
+//   [HAWK_PROBE_FILTER=TEXT] [HAWK_PROBE_DUMP=PREFIX] build-gpu/bench/probes/backward_scan_probe [OUT.json]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 __device__ unsigned long long* g_backward_scan_trace = nullptr;
@@ -135,6 +136,35 @@ struct Problem {
     thrust::device_vector<unsigned char> bw(hawk::rglru::backward_workspace_size(a));
     check(hawk::rglru::backward(a, raw(bw), bw.size(), nullptr), "default backward");
     PROBE_CUDA(cudaDeviceSynchronize());
+    if (const char* prefix = std::getenv("HAWK_PROBE_DUMP")) dump(prefix);
+  }
+
+  //! HAWK_PROBE_DUMP=PREFIX: the default forward's and backward's outputs (y, the final state, the checkpoints,
+  //! every gradient), byte for byte, into PREFIX_B_L_W_H_mode.bin, so that two builds' bits can be compared (cmp).
+  void dump(const char* prefix) {
+    char name[512];
+    std::snprintf(name, sizeof(name), "%s_%lld_%lld_%lld_%lld_%s.bin", prefix, static_cast<long long>(s.B),
+                  static_cast<long long>(s.L), static_cast<long long>(s.W), static_cast<long long>(s.H),
+                  mode == GateMode::kFused ? "fused" : "logits");
+    FILE* f = std::fopen(name, "wb");
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot open %s\n", name);
+      std::exit(2);
+    }
+    auto write = [&](const auto& v) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      std::vector<T> host(v.size());
+      thrust::copy(v.begin(), v.end(), host.begin());
+      std::fwrite(host.data(), sizeof(T), host.size(), f);
+    };
+    write(b.y[0]);
+    write(b.h[0]);
+    write(checkpoints);
+    for (const auto* v : {&reference.dx, &reference.dgx, &reference.dga}) write(*v);
+    for (const auto* v : {&reference.dWx, &reference.dWa, &reference.dbx, &reference.dba, &reference.da_param,
+                          &reference.dh0})
+      write(*v);
+    std::fclose(f);
   }
 
   void check(const hawk::Status& st, const char* what) {

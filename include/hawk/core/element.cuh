@@ -75,22 +75,71 @@ HAWK_HOST_DEVICE T from_float(float value) {
 }
 
 #if defined(__CUDACC__)
-//! Load `N` consecutive elements (one aligned vector) and widen them to fp32.
-//! `pointer` must be aligned to `sizeof(T) * N` bytes.
+namespace element_detail {
+//! The machine word, or vector of words, that one load or store instruction of `Bytes` bytes moves.
+template <int Bytes>
+struct RawWord {
+  static_assert(Bytes == 2 || Bytes == 4 || Bytes == 8 || Bytes == 16, "RawWord: 2, 4, 8 or 16 bytes");
+  using type = std::conditional_t<Bytes == 2, short,
+                                  std::conditional_t<Bytes == 4, int, std::conditional_t<Bytes == 8, int2, int4>>>;
+};
+}  // namespace element_detail
+
+//! Load `N` consecutive elements (one aligned vector, in one load instruction of any state space) and widen them
+//! to fp32. `pointer` must be aligned to `sizeof(T) * N` bytes. The bits travel as one word or vector of words:
+//! the compiler splits a copy of the AlignedVector itself into one load per element.
 template <class T, int N>
 __device__ __forceinline__ void load_vector(const T* __restrict__ pointer, float (&out)[N]) {
-  const AlignedVector<T, N> packed = *reinterpret_cast<const AlignedVector<T, N>*>(pointer);
+  constexpr int kBytes = static_cast<int>(sizeof(T)) * N;
+  using Word = typename element_detail::RawWord<kBytes>::type;
+  const Word word = *reinterpret_cast<const Word*>(pointer);
+  AlignedVector<T, N> packed;
+  __builtin_memcpy(&packed, &word, kBytes);
 #pragma unroll
   for (int i = 0; i < N; ++i) out[i] = to_float(packed.values[i]);
 }
 
-//! Round `N` fp32 values to `T` and store them as one aligned vector.
+namespace element_detail {
+//! Global store instructions of `Bytes` bytes from packed bits: one 16-bit, 32-bit or vector store up to 16
+//! bytes, 16-byte vector stores beyond.
+template <int Bytes>
+__device__ __forceinline__ void store_global_bits(void* pointer, const void* bits) {
+  static_assert(Bytes == 2 || Bytes == 4 || Bytes == 8 || Bytes % 16 == 0, "store_vector: 2, 4, 8 or 16k bytes");
+  if constexpr (Bytes == 2) {
+    unsigned short word;
+    __builtin_memcpy(&word, bits, 2);
+    asm volatile("st.global.u16 [%0], %1;" ::"l"(pointer), "h"(word));
+  } else if constexpr (Bytes == 4) {
+    unsigned int word;
+    __builtin_memcpy(&word, bits, 4);
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(pointer), "r"(word));
+  } else if constexpr (Bytes == 8) {
+    unsigned int words[2];
+    __builtin_memcpy(words, bits, 8);
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(pointer), "r"(words[0]), "r"(words[1]));
+  } else {
+#pragma unroll
+    for (int offset = 0; offset < Bytes; offset += 16) {
+      unsigned int words[4];
+      __builtin_memcpy(words, static_cast<const unsigned char*>(bits) + offset, 16);
+      asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(static_cast<unsigned char*>(pointer) + offset),
+                   "r"(words[0]), "r"(words[1]), "r"(words[2]), "r"(words[3]));
+    }
+  }
+}
+}  // namespace element_detail
+
+//! Round `N` fp32 values to `T` and store them to global memory as one aligned vector (`pointer` a global address
+//! aligned to sizeof(T) * N bytes), in one store instruction. A plain assignment of the AlignedVector (or of a
+//! float4) was split by the compiler into one store per element in the backward scan's gradient phase (4 x
+//! STG.E.U16 or STG.E per thread and row: Nsight Compute, H200, 2026-12-04, a quarter of each store sector used).
+//! The asm has no memory clobber: no kernel reads what it stores before a barrier or the kernel's end.
 template <class T, int N>
 __device__ __forceinline__ void store_vector(T* __restrict__ pointer, const float (&in)[N]) {
   AlignedVector<T, N> packed;
 #pragma unroll
   for (int i = 0; i < N; ++i) packed.values[i] = from_float<T>(in[i]);
-  *reinterpret_cast<AlignedVector<T, N>*>(pointer) = packed;
+  element_detail::store_global_bits<static_cast<int>(sizeof(T)) * N>(pointer, &packed);
 }
 
 //! Round two fp32 values to `T` and store them as one aligned pair (`pointer` aligned to 2 * sizeof(T) bytes):

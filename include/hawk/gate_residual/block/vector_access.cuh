@@ -23,20 +23,9 @@ namespace hawk {
 namespace gate_residual {
 namespace detail {
 
+//! A machine word (or vector of words) of `Bytes` bytes: core/element.cuh's.
 template <int Bytes>
-struct RawWord;
-template <>
-struct RawWord<16> {
-  using type = int4;
-};
-template <>
-struct RawWord<8> {
-  using type = int2;
-};
-template <>
-struct RawWord<4> {
-  using type = int;
-};
+using RawWord = hawk::element_detail::RawWord<Bytes>;
 
 //! The bits of N consecutive elements of T, as 1 or 2 machine words of at most 16 bytes.
 template <class T, int N>

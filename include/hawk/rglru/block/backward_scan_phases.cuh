@@ -71,7 +71,7 @@ struct StagedChunk {
   }
 
   //! Fused mode: keep the activations of token r, channels q .. q + 3 in place of their gx, ga (the positions
-  //! gate_logits read), for (D) to read back with `kept_activations`. The thread that wrote them reads them: no
+  //! gate_logits4 reads), for (D) to read back with `kept_activations4`. The thread that wrote them reads them: no
   //! barrier between.
   __device__ __forceinline__ void keep_activations(int r, const GateActivations (&a)[4]) const {
     static_assert(Config::kFused && kGS % 4 == 0, "keep_activations: fused mode, 16-byte aligned gate rows");
@@ -79,9 +79,33 @@ struct StagedChunk {
     *reinterpret_cast<float4*>(gates + r * kGS + Config::kWidthTile + q) = make_float4(a[0].r, a[1].r, a[2].r, a[3].r);
   }
 
-  //! Fused mode: the activations keep_activations kept for token r, channel q + v.
-  __device__ __forceinline__ GateActivations kept_activations(int r, int v) const {
-    return {gates[r * kGS + q + v], gates[r * kGS + Config::kWidthTile + q + v]};
+  //! gx, ga of token r, channels q .. q + 3, in one vector load each. (B) reads its gates this way; (D) of
+  //! gate-logits mode keeps gate_logits' scalar reads, which the compiler interleaves with the gradient math (vector
+  //! reads there took the gate-logits chunked scan from 48 to 58 registers, one CTA fewer per SM).
+  __device__ __forceinline__ void gate_logits4(int r, float (&gx)[4], float (&ga)[4]) const {
+    if constexpr (Config::kFused) {
+      const float4 x_logits = *reinterpret_cast<const float4*>(gates + r * kGS + q);
+      const float4 a_logits = *reinterpret_cast<const float4*>(gates + r * kGS + Config::kWidthTile + q);
+      gx[0] = x_logits.x, gx[1] = x_logits.y, gx[2] = x_logits.z, gx[3] = x_logits.w;
+      ga[0] = a_logits.x, ga[1] = a_logits.y, ga[2] = a_logits.z, ga[3] = a_logits.w;
+    } else {
+      constexpr int kPlane = Config::kTimeChunk * kIS;
+      load_vector<Element, 4>(inputs + kPlane + r * kIS + q, gx);
+      load_vector<Element, 4>(inputs + 2 * kPlane + r * kIS + q, ga);
+    }
+  }
+
+  //! Fused mode: the activations keep_activations kept for token r, channels q .. q + 3, in two vector loads.
+  __device__ __forceinline__ void kept_activations4(int r, GateActivations (&a)[4]) const {
+    const float4 i = *reinterpret_cast<const float4*>(gates + r * kGS + q);
+    const float4 rr = *reinterpret_cast<const float4*>(gates + r * kGS + Config::kWidthTile + q);
+    a[0] = {i.x, rr.x}, a[1] = {i.y, rr.y}, a[2] = {i.z, rr.z}, a[3] = {i.w, rr.w};
+  }
+
+  //! x of token r, channels q .. q + 3, in one vector load (rows and channel offsets keep it aligned: the stage's
+  //! row strides are multiples of 4 elements, q and col_in_block of 4).
+  __device__ __forceinline__ void x4(int r, float (&out)[4]) const {
+    load_vector<Element, 4>(inputs + r * kIS + (Config::kFused ? col_in_block : 0) + q, out);
   }
 
   //! x of token r, channel q + v.
@@ -132,8 +156,9 @@ __device__ __forceinline__ void stage_x_tile(const StagedChunk<Config>& staged, 
   for (int row_step = 0; row_step < RowsPerThread; ++row_step) {
     const int r = row0 + row_step * RowStep;
     if (r >= valid) break;
-    *reinterpret_cast<float4*>(x_tile + r * kWT + q) =
-        make_float4(staged.x(r, 0), staged.x(r, 1), staged.x(r, 2), staged.x(r, 3));
+    float x[4];
+    staged.x4(r, x);
+    *reinterpret_cast<float4*>(x_tile + r * kWT + q) = make_float4(x[0], x[1], x[2], x[3]);
   }
 }
 
@@ -155,21 +180,21 @@ __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, c
     const int r = row0 + row_step * RowStep;
     if (r >= valid) break;
     const bool reset = staged.is_reset(r);
-    float x[kV], a_bar[kV], u[kV];
+    float x[kV], a_bar[kV], u[kV], gx[kV], ga[kV];
     if constexpr (XStaged) {
       const float4 staged_x = *reinterpret_cast<const float4*>(x_tile + r * kWT + q);
       x[0] = staged_x.x;
       x[1] = staged_x.y;
       x[2] = staged_x.z;
       x[3] = staged_x.w;
+    } else {
+      staged.x4(r, x);
     }
+    staged.gate_logits4(r, gx, ga);
     GateActivations activations[kV];
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
-      float gx, ga;
-      staged.gate_logits(r, v, gx, ga);
-      if constexpr (!XStaged) x[v] = staged.x(r, v);
-      activations[v] = gate_activations(gx, ga);
+      activations[v] = gate_activations(gx[v], ga[v]);
       const TokenGates g = token_gates(x[v], activations[v], log_a_coeff[v], reset);
       a_bar[v] = g.a_bar;
       u[v] = g.u;
@@ -304,13 +329,20 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
     const float h_prev_v[kV] = {h_prev.x, h_prev.y, h_prev.z, h_prev.w};
     const float dh_v[kV] = {dh.x, dh.y, dh.z, dh.w};
     float dx[kV], dgx[kV], dga[kV];
+    float x_fused[kV];
+    GateActivations kept[kV];
+    if constexpr (Config::kFused) {
+      const float4 x_v = *reinterpret_cast<const float4*>(x_tile + r * kWT + q);
+      x_fused[0] = x_v.x, x_fused[1] = x_v.y, x_fused[2] = x_v.z, x_fused[3] = x_v.w;
+      staged.kept_activations4(r, kept);
+    }
 #pragma unroll
     for (int v = 0; v < kV; ++v) {
       float x;
       GateActivations activations;
       if constexpr (Config::kFused) {
-        x = x_tile[r * kWT + q + v];
-        activations = staged.kept_activations(r, v);  // (B)'s, by this thread
+        x = x_fused[v];
+        activations = kept[v];  // (B)'s, by this thread
       } else {
         x = staged.x(r, v);
         float gx, ga;
@@ -325,9 +357,9 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
     }
     const std::int64_t offset = first_row + r * width + q;
     if constexpr (Config::kFused) {
-      *reinterpret_cast<float4*>(out.dx_direct_f32 + offset) = make_float4(dx[0], dx[1], dx[2], dx[3]);
-      *reinterpret_cast<float4*>(out.dgx_f32 + offset) = make_float4(dgx[0], dgx[1], dgx[2], dgx[3]);
-      *reinterpret_cast<float4*>(out.dga_f32 + offset) = make_float4(dga[0], dga[1], dga[2], dga[3]);
+      store_vector<float, kV>(out.dx_direct_f32 + offset, dx);
+      store_vector<float, kV>(out.dgx_f32 + offset, dgx);
+      store_vector<float, kV>(out.dga_f32 + offset, dga);
     } else {
       store_vector<typename Config::Element, kV>(out.dx + offset, dx);
       store_vector<typename Config::Element, kV>(out.dgx + offset, dgx);
