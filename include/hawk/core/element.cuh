@@ -86,8 +86,8 @@ struct RawWord {
 }  // namespace element_detail
 
 //! Load `N` consecutive elements (one aligned vector, in one load instruction of any state space) and widen them
-//! to fp32. `pointer` must be aligned to `sizeof(T) * N` bytes. The bits travel as one word or vector of words:
-//! the compiler splits a copy of the AlignedVector itself into one load per element.
+//! to fp32. `pointer` must be aligned to `sizeof(T) * N` bytes. The bits travel as one word or vector of words, as
+//! store_vector's do (whose AlignedVector stores the compiler split into one store per element).
 template <class T, int N>
 __device__ __forceinline__ void load_vector(const T* __restrict__ pointer, float (&out)[N]) {
   constexpr int kBytes = static_cast<int>(sizeof(T)) * N;
@@ -108,22 +108,22 @@ __device__ __forceinline__ void store_global_bits(void* pointer, const void* bit
   if constexpr (Bytes == 2) {
     unsigned short word;
     __builtin_memcpy(&word, bits, 2);
-    asm volatile("st.global.u16 [%0], %1;" ::"l"(pointer), "h"(word));
+    asm volatile("st.global.u16 [%0], %1;" ::"l"(pointer), "h"(word) : "memory");
   } else if constexpr (Bytes == 4) {
     unsigned int word;
     __builtin_memcpy(&word, bits, 4);
-    asm volatile("st.global.u32 [%0], %1;" ::"l"(pointer), "r"(word));
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(pointer), "r"(word) : "memory");
   } else if constexpr (Bytes == 8) {
     unsigned int words[2];
     __builtin_memcpy(words, bits, 8);
-    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(pointer), "r"(words[0]), "r"(words[1]));
+    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(pointer), "r"(words[0]), "r"(words[1]) : "memory");
   } else {
 #pragma unroll
     for (int offset = 0; offset < Bytes; offset += 16) {
       unsigned int words[4];
       __builtin_memcpy(words, static_cast<const unsigned char*>(bits) + offset, 16);
       asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(static_cast<unsigned char*>(pointer) + offset),
-                   "r"(words[0]), "r"(words[1]), "r"(words[2]), "r"(words[3]));
+                   "r"(words[0]), "r"(words[1]), "r"(words[2]), "r"(words[3]) : "memory");
     }
   }
 }
@@ -133,7 +133,8 @@ __device__ __forceinline__ void store_global_bits(void* pointer, const void* bit
 //! aligned to sizeof(T) * N bytes), in one store instruction. A plain assignment of the AlignedVector (or of a
 //! float4) was split by the compiler into one store per element in the backward scan's gradient phase (4 x
 //! STG.E.U16 or STG.E per thread and row: Nsight Compute, H200, 2026-12-04, a quarter of each store sector used).
-//! The asm has no memory clobber: no kernel reads what it stores before a barrier or the kernel's end.
+//! The asm declares its memory effect (the "memory" clobber), as inline PTX that writes memory must; the shipped
+//! scan and forward kernels compile to the same cubin with it or without it (CUDA 13, 2026-12-04).
 template <class T, int N>
 __device__ __forceinline__ void store_vector(T* __restrict__ pointer, const float (&in)[N]) {
   AlignedVector<T, N> packed;

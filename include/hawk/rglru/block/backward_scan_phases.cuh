@@ -83,6 +83,7 @@ struct StagedChunk {
   //! gate-logits mode keeps gate_logits' scalar reads, which the compiler interleaves with the gradient math (vector
   //! reads there took the gate-logits chunked scan from 48 to 58 registers, one CTA fewer per SM).
   __device__ __forceinline__ void gate_logits4(int r, float (&gx)[4], float (&ga)[4]) const {
+    static_assert(kGS % 4 == 0 && kIS % 4 == 0, "gate_logits4: rows of whole 4-channel vectors");
     if constexpr (Config::kFused) {
       const float4 x_logits = *reinterpret_cast<const float4*>(gates + r * kGS + q);
       const float4 a_logits = *reinterpret_cast<const float4*>(gates + r * kGS + Config::kWidthTile + q);
@@ -97,6 +98,7 @@ struct StagedChunk {
 
   //! Fused mode: the activations keep_activations kept for token r, channels q .. q + 3, in two vector loads.
   __device__ __forceinline__ void kept_activations4(int r, GateActivations (&a)[4]) const {
+    static_assert(Config::kFused && kGS % 4 == 0, "kept_activations4: fused mode, 16-byte aligned gate rows");
     const float4 i = *reinterpret_cast<const float4*>(gates + r * kGS + q);
     const float4 rr = *reinterpret_cast<const float4*>(gates + r * kGS + Config::kWidthTile + q);
     a[0] = {i.x, rr.x}, a[1] = {i.y, rr.y}, a[2] = {i.z, rr.z}, a[3] = {i.w, rr.w};
@@ -105,6 +107,7 @@ struct StagedChunk {
   //! x of token r, channels q .. q + 3, in one vector load (rows and channel offsets keep it aligned: the stage's
   //! row strides are multiples of 4 elements, q and col_in_block of 4).
   __device__ __forceinline__ void x4(int r, float (&out)[4]) const {
+    static_assert(kIS % 4 == 0, "x4: rows of whole 4-channel vectors");
     load_vector<Element, 4>(inputs + r * kIS + (Config::kFused ? col_in_block : 0) + q, out);
   }
 
