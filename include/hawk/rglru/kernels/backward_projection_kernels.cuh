@@ -587,8 +587,9 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
           if (o >= kBlockWidth) continue;
           const std::int64_t offset =
               (((segment - params.first_partial_segment) * num_blocks + block) * kBlockWidth + i) * kBlockWidth + o;
-          *reinterpret_cast<float2*>(partial + offset) =
-              make_float2(acc[matrix][m][n][2 * half], acc[matrix][m][n][2 * half + 1]);
+          // One 8-byte store (store_vector): a float2 assignment here came out as two 4-byte stores.
+          const float pair[2] = {acc[matrix][m][n][2 * half], acc[matrix][m][n][2 * half + 1]};
+          store_vector<float, 2>(partial + offset, pair);
         }
       }
     }
