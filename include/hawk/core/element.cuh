@@ -143,26 +143,8 @@ __device__ __forceinline__ void store_vector(T* __restrict__ pointer, const floa
   element_detail::store_global_bits<static_cast<int>(sizeof(T)) * N>(pointer, &packed);
 }
 
-//! Round two fp32 values to `T` and store them as one aligned pair (`pointer` aligned to 2 * sizeof(T) bytes):
-//! one 32-bit store for 16-bit types (what store_vector<T, 2> now does too; branch experiment/dw-partial-stores
-//! retires this function once its GPU round has run).
-template <class T>
-__device__ __forceinline__ void store_pair(T* __restrict__ pointer, float first, float second) {
-  if constexpr (sizeof(T) == 2) {
-    const T low = from_float<T>(first), high = from_float<T>(second);
-    unsigned short low_bits, high_bits;
-    __builtin_memcpy(&low_bits, &low, 2);
-    __builtin_memcpy(&high_bits, &high, 2);
-    *reinterpret_cast<unsigned int*>(pointer) = static_cast<unsigned int>(low_bits) |
-                                                (static_cast<unsigned int>(high_bits) << 16);
-  } else {
-    const float values[2] = {first, second};
-    store_vector<T, 2>(pointer, values);
-  }
-}
-
 //! The two 16-bit elements of `T` packed in one 32-bit word (the first in the low half, as a register of ldmatrix
-//! or a 32-bit load holds them), widened to fp32: the inverse of store_pair's packing.
+//! or a 32-bit load holds them), widened to fp32: the inverse of store_vector<T, 2>'s packing.
 template <class T>
 __device__ __forceinline__ void unpack_pair(std::uint32_t word, float& first, float& second) {
   static_assert(sizeof(T) == 2, "unpack_pair: 16-bit element types");

@@ -85,10 +85,8 @@ struct StagedChunk {
   __device__ __forceinline__ void gate_logits4(int r, float (&gx)[4], float (&ga)[4]) const {
     static_assert(kGS % 4 == 0 && kIS % 4 == 0, "gate_logits4: rows of whole 4-channel vectors");
     if constexpr (Config::kFused) {
-      const float4 x_logits = *reinterpret_cast<const float4*>(gates + r * kGS + q);
-      const float4 a_logits = *reinterpret_cast<const float4*>(gates + r * kGS + Config::kWidthTile + q);
-      gx[0] = x_logits.x, gx[1] = x_logits.y, gx[2] = x_logits.z, gx[3] = x_logits.w;
-      ga[0] = a_logits.x, ga[1] = a_logits.y, ga[2] = a_logits.z, ga[3] = a_logits.w;
+      load_vector<float, 4>(gates + r * kGS + q, gx);
+      load_vector<float, 4>(gates + r * kGS + Config::kWidthTile + q, ga);
     } else {
       constexpr int kPlane = Config::kTimeChunk * kIS;
       load_vector<Element, 4>(inputs + kPlane + r * kIS + q, gx);
@@ -185,11 +183,7 @@ __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, c
     const bool reset = staged.is_reset(r);
     float x[kV], a_bar[kV], u[kV], gx[kV], ga[kV];
     if constexpr (XStaged) {
-      const float4 staged_x = *reinterpret_cast<const float4*>(x_tile + r * kWT + q);
-      x[0] = staged_x.x;
-      x[1] = staged_x.y;
-      x[2] = staged_x.z;
-      x[3] = staged_x.w;
+      load_vector<float, 4>(x_tile + r * kWT + q, x);
     } else {
       staged.x4(r, x);
     }
@@ -335,8 +329,7 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
     float x_fused[kV];
     GateActivations kept[kV];
     if constexpr (Config::kFused) {
-      const float4 x_v = *reinterpret_cast<const float4*>(x_tile + r * kWT + q);
-      x_fused[0] = x_v.x, x_fused[1] = x_v.y, x_fused[2] = x_v.z, x_fused[3] = x_v.w;
+      load_vector<float, 4>(x_tile + r * kWT + q, x_fused);
       staged.kept_activations4(r, kept);
     }
 #pragma unroll

@@ -369,8 +369,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       for (int n = 0; n < Layout::kNBlocks; ++n) {
         const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
         if (i >= kBlockWidth) continue;
-        store_pair(params.dx + t * W + block_col + i, direct[n].x + acc[m][n][2 * half],
-                   direct[n].y + acc[m][n][2 * half + 1]);
+        const float pair[2] = {direct[n].x + acc[m][n][2 * half], direct[n].y + acc[m][n][2 * half + 1]};
+        store_vector<Element, 2>(params.dx + t * W + block_col + i, pair);
       }
     }
   }
