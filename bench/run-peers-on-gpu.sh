@@ -39,8 +39,9 @@ if [ "$limit" -ge 60 ]; then
   HAWK_TORCH_TEST_INSTALLED=1 timeout "$limit" "$python" bench/compare_peers.py --json "$out/compare_peers.json" \
     --impls $impls --shapes $shapes --deadline $(( limit - 40 )) >> "$out/compare_peers.log" 2>&1 || status=1
   echo "compare_peers rc $status in $(( $(date +%s) - t1 )) s" | tee -a "$out/summary.txt"
-  # the markdown table compare_peers prints last
-  sed -n '/^| B, L, W, H/,$p' "$out/compare_peers.log" | tee -a "$out/summary.txt"
+  # the markdown table compare_peers prints last (from its last header line on)
+  awk '/^\| B, L, W, H/ { table = "" } { table = table $0 "\n" } END { printf "%s", table }' "$out/compare_peers.log" |
+    sed -n '/^| B, L, W, H/,$p' | tee -a "$out/summary.txt"
 else
   echo "compare_peers skipped: $(left) s left" | tee -a "$out/summary.txt"
 fi
