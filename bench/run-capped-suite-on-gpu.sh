@@ -10,18 +10,10 @@
 # Writes OUTDIR/configure.log, build.log, suite_capped.txt (Catch2's case durations and summary), sanitizer.txt and
 # gpu.txt. Exit status: 0 when the build, the suite and the sanitizer (if run) passed.
 set -uo pipefail
-out=${1:?usage: bench/run-capped-suite-on-gpu.sh OUTDIR [SECONDS]}
-budget=${2:-540}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.."
-t0=$(date +%s)
-left() { echo $(( budget - ($(date +%s) - t0) )); }
-if [ ! -d /opt/catch2/usr/include/catch2 ]; then
-  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
-  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
-  dpkg -x "$deb" /opt/catch2
-fi
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"
+device_call_begin "bench/run-capped-suite-on-gpu.sh OUTDIR [SECONDS]" "$@" || exit 2
+ensure_catch2 || exit 2
 cmake -S . -B build-capped -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
   -DHAWK_SHARED_MEMORY_LIMIT=101376 > "$out/configure.log" 2>&1 || { tail -n 20 "$out/configure.log"; exit 1; }
 cmake --build build-capped -j "$(nproc)" --target hawk_gpu_rglru > "$out/build.log" 2>&1 ||

@@ -12,13 +12,9 @@
 # .log, OUTDIR/summary.txt (more than the device tool's eight returned files: write OUTDIR outside $OUT and
 # archive it there). Exit status: the wheel check's, or compare_peers's if that failed.
 set -uo pipefail
-out=${1:?usage: bench/run-peers-on-gpu.sh OUTDIR [SECONDS]}
-budget=${2:-540}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.."
-t0=$(date +%s)
-left() { echo $(( budget - ($(date +%s) - t0) )); }
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"
+device_call_begin "bench/run-peers-on-gpu.sh OUTDIR [SECONDS]" "$@" || exit 2
 
 mkdir -p "$out/wheel"
 bash examples/torch/run_wheel_check_on_gpu.sh "$out/wheel" > "$out/wheel/check.log" 2>&1
