@@ -1,5 +1,6 @@
-# Sourced by the one-call device scripts (bench/run-*-on-gpu.sh): the output folder, the call's time budget, and
-# Catch2 from the Debian package carried in .gpu/ (GPU.md). Not executable on its own.
+# Sourced by the device scripts (bench/run-*-on-gpu.sh): Catch2 from the Debian package carried in .gpu/ (GPU.md),
+# for all of them; the output folder and the call's time budget, for those that take OUTDIR [SECONDS] (a script that
+# keeps its own `left` defines it after sourcing this). Not executable on its own.
 #
 #   source "$(dirname "$0")/device_call.sh"
 #   device_call_begin "bench/run-x-on-gpu.sh OUTDIR [SECONDS]" "$@"   # sets out (absolute), budget, t0; cd to the root

@@ -13,6 +13,8 @@
 # HAWK_SANITIZE_SUITES="hawk_gpu_rglru ..." limits the suites (default: all), HAWK_SANITIZE_EXAMPLES=0 skips the
 # examples.
 set -uo pipefail
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"  # ensure_catch2
 out=${1:?usage: bench/run-on-gpu.sh OUTDIR [--skip-tests] [--skip-bench] [--sanitize]}
 shift
 run_tests=1 run_bench=1 sanitize=0 bench_filter=. sweep=0
@@ -31,11 +33,7 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-if [ ! -d /opt/catch2/usr/include/catch2 ]; then
-  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
-  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
-  dpkg -x "$deb" /opt/catch2
-fi
+ensure_catch2 || exit 2
 export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 

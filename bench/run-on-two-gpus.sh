@@ -22,6 +22,8 @@
 #
 #   bench/run-on-two-gpus.sh OUTDIR [DEADLINE_SECONDS (default 540)]
 set -uo pipefail
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"  # ensure_catch2
 out=${1:?usage: bench/run-on-two-gpus.sh OUTDIR [DEADLINE_SECONDS]}
 deadline=${2:-540}
 mkdir -p "$out"
@@ -33,11 +35,7 @@ left() { echo $(( deadline - ($(date +%s) - start) )); }
 export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
-if [ ! -d /opt/catch2/usr/include/catch2 ]; then
-  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
-  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
-  dpkg -x "$deb" /opt/catch2
-fi
+ensure_catch2 || exit 2
 nvidia-smi --query-gpu=index,name,driver_version --format=csv | tee "$out/gpu.txt"
 
 # The PyTorch wheel builds beside the CMake build (both use every core; ninja shares them fairly enough), then

@@ -36,8 +36,8 @@ if [ "$limit" -ge 60 ]; then
     --impls $impls --shapes $shapes --deadline $(( limit - 40 )) >> "$out/compare_peers.log" 2>&1 || status=1
   echo "compare_peers rc $status in $(( $(date +%s) - t1 )) s" | tee -a "$out/summary.txt"
   # the markdown table compare_peers prints last (from its last header line on)
-  awk '/^\| B, L, W, H/ { table = "" } { table = table $0 "\n" } END { printf "%s", table }' "$out/compare_peers.log" |
-    sed -n '/^| B, L, W, H/,$p' | tee -a "$out/summary.txt"
+  awk '/^\| B, L, W, H/ { table = ""; found = 1 } found { table = table $0 "\n" } END { printf "%s", table }' \
+    "$out/compare_peers.log" | tee -a "$out/summary.txt"
 else
   echo "compare_peers skipped: $(left) s left" | tee -a "$out/summary.txt"
 fi

@@ -15,6 +15,8 @@
 # --profile also takes an Nsight Compute profile (--set full, SASS-level stall samples) of each product kernel over
 # one time slice of (1, 8192, 2560, 10) (the probe's --slice), where the twentieth session's profile was taken.
 set -uo pipefail
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"  # ensure_catch2
 out=${1:?usage: bench/run-product-kernels-on-gpu.sh OUTDIR [--no-sanitize] [--profile]}
 shift
 sanitize=1 profile=0
@@ -27,11 +29,7 @@ for option in "$@"; do
 done
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
-if [ ! -d /opt/catch2/usr/include/catch2 ]; then
-  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
-  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
-  dpkg -x "$deb" /opt/catch2
-fi
+ensure_catch2 || exit 2
 export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 status=0

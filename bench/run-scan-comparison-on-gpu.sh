@@ -10,16 +10,14 @@
 #
 #   HAWK_COMMIT=abc1234 bench/run-scan-comparison-on-gpu.sh OUTDIR OLD_TREE
 set -u
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"  # ensure_catch2
 out=${1:?usage: bench/run-scan-comparison-on-gpu.sh OUTDIR OLD_TREE}
 old=${2:?usage: bench/run-scan-comparison-on-gpu.sh OUTDIR OLD_TREE}
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
-if [ ! -d /opt/catch2/usr/include/catch2 ]; then
-  deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
-  [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; exit 2; }
-  dpkg -x "$deb" /opt/catch2
-fi
+ensure_catch2 || exit 2
 flags=(-G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release -DHAWK_BUILD_PROBES=ON)
 ( cmake -S "$old" -B /tmp/build-old "${flags[@]}" > /tmp/build-old.log 2>&1 &&
   cmake --build /tmp/build-old -j 5 --target backward_scan_probe >> /tmp/build-old.log 2>&1
