@@ -6,6 +6,7 @@
 #   device_call_begin "bench/run-x-on-gpu.sh OUTDIR [SECONDS]" "$@"   # sets out (absolute), budget, t0; cd to the root
 #   left                                                               # seconds of the budget left
 #   ensure_catch2 || exit 2
+#   sanitize_cases SUITE FILTER LOGS || status=1                       # needs device_call_begin's budget
 
 device_call_begin() {
   local usage=$1
@@ -26,4 +27,16 @@ ensure_catch2() {
   deb=$(ls .gpu/catch2_*.deb 2>/dev/null | head -n 1)
   [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; return 1; }
   dpkg -x "$deb" /opt/catch2
+}
+
+# compute-sanitizer's memcheck, racecheck, initcheck and synccheck over the Catch2 cases of SUITE that FILTER names
+# (a Python regex over their names, tests/run_sanitizer.py), within what is left of the call's budget; the report into $out/sanitizer.txt, each case's
+# log under LOGS. Returns non-zero when a case failed or the time ran out.
+sanitize_cases() {
+  local suite=$1 filter=$2 logs=$3
+  timeout "$(( $(left) - 10 ))" python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --tool initcheck \
+    --tool synccheck --jobs "$(nproc)" --filter "$filter" --logs "$logs" "$suite" > "$out/sanitizer.txt" 2>&1
+  local status=$?
+  tail -n 1 "$out/sanitizer.txt"
+  return $status
 }

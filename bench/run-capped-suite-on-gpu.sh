@@ -25,10 +25,7 @@ timeout "$(( $(left) - 20 ))" "$suite" -d yes > "$out/suite_capped.txt" 2>&1 || 
 echo "capped suite: $(tail -n 2 "$out/suite_capped.txt" | head -n 1) ($(( $(date +%s) - t0 )) s)"
 filter=${SANITIZE_FILTER-compact}
 if [ -n "$filter" ] && [ "$(left)" -gt 60 ]; then
-  timeout "$(( $(left) - 10 ))" python3 tests/run_sanitizer.py --tool memcheck --tool racecheck --tool initcheck \
-    --tool synccheck --jobs "$(nproc)" --filter "$filter" --logs /tmp/capped-sanitize "$suite" \
-    > "$out/sanitizer.txt" 2>&1 || status=1
-  tail -n 1 "$out/sanitizer.txt"
+  sanitize_cases "$suite" "$filter" /tmp/capped-sanitize || status=1
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 echo "total $(( $(date +%s) - t0 )) s"
