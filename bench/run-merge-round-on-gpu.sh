@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# What a kernel branch needs before it is merged, in as few device calls as the machine allows, the most telling
+# results first: build the suites, probes and benchmark in build-gpu (kept between calls while the machine is warm);
+# run the probes named in PROBES (each prints "same" or "DIFFER" beside its timings, and fails on a difference); the
+# RG-LRU suite's cases for the change (the Catch2 test spec FIRST, e.g. '[scan_width],[compact],[ordered_sum]'), then
+# the rest of that suite, the Hopper, core and gate-residual suites; then bench_rglru. Each step runs only while the
+# call's budget lasts and copies its files to OUTDIR as soon as it ends (so that a call cut short still returns what
+# it did). The steps' record stays in build-gpu/merge-round/ on the machine: a later call on the same warm machine
+# (the device tool's $OUT is empty at each call) runs only the steps without a verdict and returns every file again;
+# call until `merge_round.txt` says "done". A fresh machine starts from the build.
+#
+#   HAWK_COMMIT=abc1234 bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]
+#       SECONDS: the call's budget (540); FIRST: a Catch2 spec run before the rest of the RG-LRU suite ("" for none);
+#       PROBES: probe targets to build and run first, space-separated (default: ordered_sum_probe)
+#
+# Files: merge_round.txt (one line per step: passed / FAILED / skipped, seconds), build.log, <probe>.txt and .json,
+# suite_first.txt, suite_rest.txt, suite_<name>.txt (Catch2 with case durations), bench_rglru.json / .log, gpu.txt.
+# Catch2 comes from the Debian package carried in .gpu/ (GPU.md); the device copy's .git may be stale, so HAWK_COMMIT
+# names the commit in the benchmark's JSON. Exit status 0 when every step that ran passed.
+set -uo pipefail
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2
+# shellcheck disable=SC2154
+device_call_begin "bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]" "${1:-}" "${2:-540}" || exit 2
+first=${3-}
+probes=${4:-ordered_sum_probe}
+ensure_catch2 || exit 2
+returned=$out          # what the device tool brings back
+out=build-gpu/merge-round  # the round's files, kept between calls on a warm machine
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+log="$out/merge_round.txt"
+touch "$log"
+echo "call at $(date -u +%FT%TZ), ${budget} s" >> "$log"
+status=0
+steps=()
+
+# A step with a verdict from an earlier call (passed or FAILED) is not run again.
+has_verdict() { grep -qE "^$1 (passed|FAILED)" "$log"; }
+record() {  # step, rc, seconds
+  local verdict=passed
+  [ "$2" -eq 0 ] || { verdict=FAILED; status=1; }
+  echo "$1 $verdict $3 s" | tee -a "$log"
+  cp -r "$out/." "$returned/"
+}
+# step NAME NEED COMMAND: run the shell command string COMMAND (bash -c, so that timeout can stop it; it sees the
+# exported variables below) if NAME has no verdict yet and at least NEED seconds are left, with `left - 10` seconds.
+step() {
+  local name=$1 need=$2 command=$3
+  steps+=("$name")
+  if has_verdict "$name"; then
+    grep -qE "^$name FAILED" "$log" && status=1
+    return 0
+  fi
+  if [ "$(left)" -lt "$need" ]; then
+    echo "$name skipped ($(left) s left, needs $need)" | tee -a "$log"
+    return 0
+  fi
+  local s0 rc
+  s0=$(date +%s)
+  timeout "$(( $(left) - 10 ))" bash -c "$command"
+  rc=$?
+  record "$name" "$rc" "$(( $(date +%s) - s0 ))"
+}
+binary() { find build-gpu -name "$1" -type f -perm -u+x | head -n 1; }
+export out probes
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
+# The probes and the RG-LRU suite first: a call cut short in the second build still runs them on the next call.
+step build 120 ': > "$out/build.log"
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
+    -DHAWK_BUILD_PROBES=ON > "$out/configure.log" 2>&1 &&
+  cmake --build build-gpu -j "$(nproc)" --target $probes hawk_gpu_rglru >> "$out/build.log" 2>&1 &&
+  cmake --build build-gpu -j "$(nproc)" --target hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual \
+    bench_rglru >> "$out/build.log" 2>&1'
+if ! grep -qE "^build passed" "$log"; then
+  grep -E "error" -A3 "$out/build.log" | head -n 40
+  cp -r "$out/." "$returned/"
+  exit 1
+fi
+
+for probe in $probes; do  # a probe fails on a difference of bytes, or prints DIFFER
+  step "$probe" 60 "\"$(binary "$probe")\" \"\$out/$probe.json\" > \"\$out/$probe.txt\" 2>&1 &&
+    ! grep -q DIFFER \"\$out/$probe.txt\""
+done
+
+suite=$(binary hawk_gpu_rglru)
+if [ -n "$first" ]; then
+  step suite_first 60 "\"$suite\" -d yes '$first' > \"\$out/suite_first.txt\" 2>&1"
+  rest="~${first//,/\~}"  # every case outside the first spec's tags
+  step suite_rest 150 "\"$suite\" -d yes '$rest' > \"\$out/suite_rest.txt\" 2>&1"
+else
+  step suite_rest 150 "\"$suite\" -d yes > \"\$out/suite_rest.txt\" 2>&1"
+fi
+for other in hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual; do
+  step "$other" 40 "\"$(binary $other)\" -d yes > \"\$out/suite_$other.txt\" 2>&1"
+done
+export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+step bench_rglru 200 "\"$(binary bench_rglru)\" \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
+
+pending=""
+for name in "${steps[@]}"; do has_verdict "$name" || pending="$pending $name"; done
+if [ -n "$pending" ]; then
+  echo "call again, steps left:$pending ($(( $(date +%s) - t0 )) s this call)" | tee -a "$log"
+else
+  echo "done ($(( $(date +%s) - t0 )) s this call)" | tee -a "$log"
+fi
+for f in "$out"/suite_*.txt; do [ -f "$f" ] && echo "$(basename "$f"): $(tail -n 2 "$f" | head -n 1)"; done
+cp -r "$out/." "$returned/"
+exit $status
