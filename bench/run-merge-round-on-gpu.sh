@@ -11,7 +11,7 @@
 #
 #   HAWK_COMMIT=abc1234 bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]
 #       SECONDS: the call's budget (540); FIRST: a Catch2 spec run before the rest of the RG-LRU suite ("" for none);
-#       PROBES: probe targets to build and run first, space-separated (default: ordered_sum_probe)
+#       PROBES: probe targets to build and run first, space-separated (e.g. ordered_sum_probe; default none)
 #
 # Files: merge_round.txt (one line per step: passed / FAILED / skipped, seconds), build.log, <probe>.txt and .json,
 # suite_first.txt, suite_rest.txt, suite_<name>.txt (Catch2 with case durations), bench_rglru.json / .log, gpu.txt.
@@ -23,7 +23,7 @@ source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), 
 # shellcheck disable=SC2154
 device_call_begin "bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]" "${1:-}" "${2:-540}" || exit 2
 first=${3-}
-probes=${4:-ordered_sum_probe}
+probes=${4-}
 ensure_catch2 || exit 2
 returned=$out          # what the device tool brings back
 out=build-gpu/merge-round  # the round's files, kept between calls on a warm machine

@@ -23,16 +23,6 @@ namespace {
 
 using namespace rglru_bench;
 
-bool shape_named(const char* name, Shape& s) {
-  const std::string n = name;
-  if (n == "seed") s = {4, 2048, 2048, 16, 0};
-  else if (n == "long") s = {1, 8192, 2560, 10, 0};
-  else if (n == "batch") s = {16, 1024, 1024, 16, 0};
-  else if (n == "longest") s = {1, 65536, 2560, 10, 0};
-  else return false;
-  return true;
-}
-
 //! The chunked operator for the default configuration that `args` visits.
 hawk::Status run_chunked(const hawk::rglru::ForwardArguments& args, thrust::device_vector<unsigned char>& workspace) {
   return hawk::rglru::detail::visit_default_config(args, [&](auto config) -> hawk::Status {
