@@ -6,6 +6,8 @@
 #   device_call_begin "bench/run-x-on-gpu.sh OUTDIR [SECONDS]" "$@"   # sets out (absolute), budget, t0; cd to the root
 #   left                                                               # seconds of the budget left
 #   ensure_catch2 || exit 2
+#   build_gpu LOG TARGET... || exit 1                                  # configure build-gpu, build TARGETs, log to LOG
+#   gpu_binary NAME                                                    # the path of build-gpu's executable NAME
 #   sanitize_cases SUITE FILTER LOGS || status=1                       # needs device_call_begin's budget
 
 device_call_begin() {
@@ -28,6 +30,18 @@ ensure_catch2() {
   [ -n "$deb" ] || { echo "no Catch2 package in .gpu/ (copy ../shared/debs/*.deb there)" >&2; return 1; }
   dpkg -x "$deb" /opt/catch2
 }
+
+# build-gpu as the device scripts share it (Release, the probes on, Catch2 from ensure_catch2): configure, then build
+# TARGETs; both steps' output appended to LOG. Kept between calls while the machine is warm, so a later call's
+# targets build incrementally.
+build_gpu() {
+  local log=$1
+  shift
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
+    -DHAWK_BUILD_PROBES=ON >> "$log" 2>&1 && cmake --build build-gpu -j "$(nproc)" --target "$@" >> "$log" 2>&1
+}
+
+gpu_binary() { find build-gpu -name "$1" -type f -perm -u+x 2> /dev/null | head -n 1; }
 
 # compute-sanitizer's memcheck, racecheck, initcheck and synccheck over the Catch2 cases of SUITE that FILTER names
 # (a Python regex over their names, tests/run_sanitizer.py), within what is left of the call's budget; the report into $out/sanitizer.txt, each case's

@@ -14,7 +14,7 @@
 # registers), <shape>-<mode>.phases.txt and <shape>-<mode>.sass.csv.gz (per SASS instruction: executions, samples).
 set -uo pipefail
 # shellcheck source=bench/device_call.sh
-source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2
+source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2, build_gpu
 # shellcheck disable=SC2154
 device_call_begin "bench/profile-backward-scan-on-gpu.sh OUTDIR [SECONDS] [SHAPE:MODE ...]" "${1:-}" "${2:-540}" ||
   exit 2
@@ -25,16 +25,12 @@ kernels=${HAWK_PROFILE_KERNEL:-backward_scan_kernel}
 ensure_catch2 || exit 2
 ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2> /dev/null | head -n 1)
 [ -n "$ncu_bin" ] || { echo "no ncu on this machine" >&2; exit 2; }
-driver=$(find build-gpu -name profile_rglru_backward -type f -perm -u+x 2> /dev/null | head -n 1)
+driver=$(gpu_binary profile_rglru_backward)
 if [ -z "$driver" ]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
-    -DHAWK_BUILD_PROBES=ON > "$out/build.log" 2>&1 &&
-    cmake --build build-gpu -j "$(nproc)" --target profile_rglru_backward >> "$out/build.log" 2>&1 ||
-    { grep -E "error" -A3 "$out/build.log" | head -n 40; exit 1; }
-  driver=$(find build-gpu -name profile_rglru_backward -type f -perm -u+x | head -n 1)
+  build_gpu "$out/build.log" profile_rglru_backward || { grep -E "error" -A3 "$out/build.log" | head -n 40; exit 1; }
+  driver=$(gpu_binary profile_rglru_backward)
   echo "build $(( $(date +%s) - t0 )) s"
 fi
-declare -A elements=([seed]=16777216 [long]=20971520 [batch]=16777216 [longest]=167772160)
 status=0
 for run in "${runs[@]}"; do
   shape=${run%%:*}
@@ -47,7 +43,9 @@ for run in "${runs[@]}"; do
   "$ncu_bin" -i "/tmp/$name.ncu-rep" --page details > "$out/$name.txt" 2>&1 || status=1
   "$ncu_bin" -i "/tmp/$name.ncu-rep" --page source --csv --print-source sass 2> /dev/null > "/tmp/$name.sass.csv"
   gzip -c "/tmp/$name.sass.csv" > "$out/$name.sass.csv.gz"
-  python3 bench/probes/sass_phases.py "/tmp/$name.sass.csv" --elements "${elements[$shape]}" \
+  # The driver's last line names the elements a launch covers (T * W), for the per-element counts.
+  elements=$(sed -n 's/.* \([0-9]*\) elements$/\1/p' "$out/$name.log" | tail -n 1)
+  python3 bench/probes/sass_phases.py "/tmp/$name.sass.csv" --elements "${elements:-0}" \
     > "$out/$name.phases.txt" 2>&1 || status=1
   echo "== $name ($(( $(date +%s) - t0 )) s)"
   grep -E "^  [a-z_]+.*kernel<|Duration|Issue Slots Busy|Eligible Warps Per|Registers Per Thread|Achieved Occupancy" \

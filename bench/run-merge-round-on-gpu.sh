@@ -19,7 +19,7 @@
 # names the commit in the benchmark's JSON. Exit status 0 when every step that ran passed.
 set -uo pipefail
 # shellcheck source=bench/device_call.sh
-source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2
+source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2, build_gpu
 # shellcheck disable=SC2154
 device_call_begin "bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]" "${1:-}" "${2:-540}" || exit 2
 first=${3-}
@@ -68,17 +68,14 @@ step() {
   fi
   record "$name" "$rc" "$(( $(date +%s) - s0 ))"
 }
-binary() { find build-gpu -name "$1" -type f -perm -u+x | head -n 1; }
 export out probes
+export -f build_gpu  # for the build step's bash -c
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 # The probes and the RG-LRU suite first: a call cut short in the second build still runs them on the next call.
 step build 120 ': > "$out/build.log"
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
-    -DHAWK_BUILD_PROBES=ON > "$out/configure.log" 2>&1 &&
-  cmake --build build-gpu -j "$(nproc)" --target $probes hawk_gpu_rglru >> "$out/build.log" 2>&1 &&
-  cmake --build build-gpu -j "$(nproc)" --target hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual \
-    bench_rglru >> "$out/build.log" 2>&1'
+  build_gpu "$out/build.log" $probes hawk_gpu_rglru &&
+  build_gpu "$out/build.log" hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual bench_rglru'
 if ! grep -qE "^build passed" "$log"; then
   grep -E "error" -A3 "$out/build.log" | head -n 40
   cp -r "$out/." "$returned/"
@@ -86,11 +83,11 @@ if ! grep -qE "^build passed" "$log"; then
 fi
 
 for probe in $probes; do  # a probe fails on a difference of bytes, or prints DIFFER
-  step "$probe" 60 "\"$(binary "$probe")\" \"\$out/$probe.json\" > \"\$out/$probe.txt\" 2>&1 &&
+  step "$probe" 60 "\"$(gpu_binary "$probe")\" \"\$out/$probe.json\" > \"\$out/$probe.txt\" 2>&1 &&
     ! grep -q DIFFER \"\$out/$probe.txt\""
 done
 
-suite=$(binary hawk_gpu_rglru)
+suite=$(gpu_binary hawk_gpu_rglru)
 if [ -n "$first" ]; then
   step suite_first 60 "\"$suite\" -d yes '$first' > \"\$out/suite_first.txt\" 2>&1"
   rest="~${first//,/\~}"  # every case outside the first spec's tags
@@ -99,10 +96,10 @@ else
   step suite_rest 150 "\"$suite\" -d yes > \"\$out/suite_rest.txt\" 2>&1"
 fi
 for other in hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual; do
-  step "$other" 40 "\"$(binary $other)\" -d yes > \"\$out/suite_$other.txt\" 2>&1"
+  step "$other" 40 "\"$(gpu_binary $other)\" -d yes > \"\$out/suite_$other.txt\" 2>&1"
 done
 export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-step bench_rglru 200 "\"$(binary bench_rglru)\" \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
+step bench_rglru 200 "\"$(gpu_binary bench_rglru)\" \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
 
 pending=""
 for name in "${steps[@]}"; do has_verdict "$name" || pending="$pending $name"; done

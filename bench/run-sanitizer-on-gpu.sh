@@ -14,11 +14,9 @@ source "$(dirname "$0")/device_call.sh"
 filter=${2:?usage: bench/run-sanitizer-on-gpu.sh OUTDIR FILTER [SECONDS]}
 device_call_begin "bench/run-sanitizer-on-gpu.sh OUTDIR FILTER [SECONDS]" "$1" "${3:-540}" || exit 2
 ensure_catch2 || exit 2
-cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release -DHAWK_BUILD_PROBES=ON \
-  > "$out/build.log" 2>&1 && cmake --build build-gpu -j "$(nproc)" --target hawk_gpu_rglru >> "$out/build.log" 2>&1 ||
-  { grep -E "error" -A3 "$out/build.log" | head -n 40; exit 1; }
+build_gpu "$out/build.log" hawk_gpu_rglru || { grep -E "error" -A3 "$out/build.log" | head -n 40; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"
-suite=$(find build-gpu -name hawk_gpu_rglru -type f -perm -u+x | head -n 1)
+suite=$(gpu_binary hawk_gpu_rglru)
 status=0
 sanitize_cases "$suite" "$filter" /tmp/sanitize-logs || status=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1

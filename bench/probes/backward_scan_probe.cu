@@ -16,9 +16,6 @@
 // rows time a hair more than the library's kernel. Not a test of hawk's kernels.
 //
 //   [HAWK_PROBE_FILTER=TEXT] [HAWK_PROBE_DUMP=PREFIX] build-gpu/bench/probes/backward_scan_probe [OUT.json]
-//
-// HAWK_PROBE_FILTER runs only the rows whose label contains TEXT; a TEXT that starts with a row's shape and block
-// width ("(4,2048,2048,16) w=0 ...") also skips the other problems' reference backward (problem_wanted).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -301,20 +298,6 @@ struct Problem {
   }
 };
 
-//! Whether a problem runs at all: a HAWK_PROBE_FILTER that names a row by its shape and block width (it starts with
-//! "(B,L,W,H) w=w ", as a row's label does) skips every other problem, their reference backward included, so that a
-//! profiler counting the scan kernel's launches (bench/profile-backward-scan-on-gpu.sh) sees only the chosen row's.
-//! Any other filter (e.g. one that matches no row, to dump the references) runs every problem.
-bool problem_wanted(const Shape& s, GateMode mode) {
-  const char* filter = std::getenv("HAWK_PROBE_FILTER");
-  if (filter == nullptr || filter[0] != '(') return true;
-  char prefix[96];
-  std::snprintf(prefix, sizeof(prefix), "(%lld,%lld,%lld,%lld) w=%d ", static_cast<long long>(s.B),
-                static_cast<long long>(s.L), static_cast<long long>(s.W), static_cast<long long>(s.H),
-                mode == GateMode::kGateLogits ? 0 : static_cast<int>(s.W / s.H));
-  return std::strncmp(filter, prefix, std::strlen(prefix)) == 0;
-}
-
 template <int W, int WidthTile, int DaParamRowStep, int Threads = 256>
 void both_scans(Problem& p) {
   using Cfg = Config<W, WidthTile, DaParamRowStep, Threads>;
@@ -331,7 +314,7 @@ int main(int argc, char** argv) {
     rows.insert(rows.end(), p.rows.begin(), p.rows.end());
     failed = failed || p.failed;
   };
-  if (problem_wanted(Shape{4, 2048, 2048, 16, 0}, GateMode::kFused)) {
+  {
     Problem p(Shape{4, 2048, 2048, 16, 0});
     both_scans<128, 32, 32>(p);  // shipped
     both_scans<128, 64, 32>(p);
@@ -340,7 +323,7 @@ int main(int argc, char** argv) {
     both_scans<128, 16, 32, 128>(p);
     collect(p);
   }
-  if (problem_wanted(Shape{16, 1024, 1024, 16, 0}, GateMode::kFused)) {
+  {
     Problem p(Shape{16, 1024, 1024, 16, 0});
     both_scans<64, 64, 16>(p);  // shipped before 2026-12-03 (the forward's tiles)
     // Shipped since 2026-12-03 (DefaultBackwardConfig): 32-channel tiles of 128 threads, the same grouping; the
@@ -349,7 +332,7 @@ int main(int argc, char** argv) {
     both_scans<64, 32, 16, 128>(p);
     collect(p);
   }
-  if (problem_wanted(Shape{4, 4096, 2560, 10, 0}, GateMode::kFused)) {
+  {
     // Four long sequences: kAuto runs the sequential scan here (320 CTAs of 32 channels, one per SM; 640 of 16, two
     // per SM), the case the one-sequence shapes do not measure.
     Problem p(Shape{4, 4096, 2560, 10, 0});
@@ -360,14 +343,12 @@ int main(int argc, char** argv) {
   // Gate-logits mode (kAuto: always the chunked scan): the seed shape, whose forward+backward target is 100 us,
   // and one long sequence; 64-channel tiles with the shipped grouping (128 channels exceed 227 KB).
   for (const Shape& shape : {Shape{4, 2048, 2048, 16, 0}, Shape{1, 8192, 2560, 10, 0}}) {
-    if (!problem_wanted(shape, GateMode::kGateLogits)) continue;
     Problem p(shape, GateMode::kGateLogits);
     p.variant<LogitsConfig<32>, BackwardScan::kChunked>("logits chunked");  // shipped
     p.variant<LogitsConfig<64>, BackwardScan::kChunked>("logits chunked");
     collect(p);
   }
   for (std::int64_t L : {8192, 65536}) {
-    if (!problem_wanted(Shape{1, L, 2560, 10, 0}, GateMode::kFused)) continue;
     Problem p(Shape{1, L, 2560, 10, 0});
     both_scans<256, 32, 64>(p);  // shipped since 2026-12-03
     both_scans<256, 16, 64>(p);  // shipped before

@@ -1,9 +1,9 @@
 // A driver for Nsight Compute, built with the probes (-DHAWK_BUILD_PROBES=ON): one forward and a few calls of the
 // default RG-LRU backward (hawk::rglru::backward with the workspace it asks for: the kernels a caller gets) at one
 // shape, so that `ncu` can profile a single launch of each backward kernel (bench/profile-backward-scan-on-gpu.sh
-// runs it). Unlike the scan probe
-// (bench/probes/backward_scan_probe.cu), whose kernels carry its timeline hook (registers of their own), this runs the
-// library's kernels as built for every caller. Not a benchmark: it times nothing.
+// runs it). Unlike the scan probe (bench/probes/backward_scan_probe.cu), whose kernels carry its timeline hook
+// (registers of their own), this runs the library's kernels as built for every caller. Not a benchmark: it times
+// nothing.
 //
 //   profile_rglru_backward SHAPE MODE [CALLS]
 //     SHAPE: seed | long | batch | longest   ((4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16),
@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
     }
   }
   BENCH_CUDA(cudaDeviceSynchronize());
-  std::printf("%s %s: one forward, %d backward calls\n", argv[1], argv[2], calls);
+  // The last word names the elements a launch covers (bench/profile-backward-scan-on-gpu.sh reads it).
+  std::printf("%s %s: one forward, %d backward calls, %lld elements\n", argv[1], argv[2], calls,
+              static_cast<long long>(T * s.W));
   return 0;
 }

@@ -80,18 +80,17 @@ def opcode(instruction):
 
 
 def regions(listing):
-    """Cut at block-wide barriers, and after the last EXIT (the subroutines)."""
+    """Cut after block-wide barriers, and after the last EXIT (the subroutines follow it)."""
     last_exit = max((i for i, (_, ins, _, _) in enumerate(listing) if opcode(ins) == "EXIT"), default=len(listing) - 1)
     cuts, current = [], []
     for i, entry in enumerate(listing):
         current.append(entry)
-        op = opcode(entry[1])
-        if op == "BAR" and re.search(r"BAR\.(SYNC|RED)", entry[1]) or i == last_exit:
+        if re.search(r"\bBAR\.(SYNC|RED)\b", entry[1]) or i == last_exit:
             cuts.append(current)
             current = []
     if current:
         cuts.append(current)
-    return cuts, last_exit
+    return cuts
 
 
 def main():
@@ -101,7 +100,7 @@ def main():
     parser.add_argument("--top", type=int, default=8, help="opcodes listed per region")
     args = parser.parse_args()
     for k, listing in enumerate(read_kernels(args.csv)):
-        cuts, _ = regions(listing)
+        cuts = regions(listing)
         total = sum(e for _, _, e, _ in listing) or 1.0
         samples = sum(s for _, _, _, s in listing) or 1.0
         print(f"kernel {k}: {len(listing)} instructions, {total:,.0f} warp instructions executed, "
