@@ -41,7 +41,10 @@ build_gpu() {
     -DHAWK_BUILD_PROBES=ON >> "$log" 2>&1 && cmake --build build-gpu -j "$(nproc)" --target "$@" >> "$log" 2>&1
 }
 
-gpu_binary() { find build-gpu -name "$1" -type f -perm -u+x 2> /dev/null | head -n 1; }
+# The executable NAME of this tree's build (not of an old tree built beside it in build-gpu/old-tree).
+gpu_binary() {
+  find build-gpu -path build-gpu/old-tree -prune -o -name "$1" -type f -perm -u+x -print 2> /dev/null | head -n 1
+}
 
 # compute-sanitizer's memcheck, racecheck, initcheck and synccheck over the Catch2 cases of SUITE that FILTER names
 # (a Python regex over their names, tests/run_sanitizer.py), within what is left of the call's budget; the report into $out/sanitizer.txt, each case's

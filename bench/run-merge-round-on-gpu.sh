@@ -9,11 +9,18 @@
 # (the device tool's $OUT is empty at each call) runs only the steps without a verdict and returns every file again;
 # call until `merge_round.txt` says "done". A fresh machine starts from the build.
 #
-#   HAWK_COMMIT=abc1234 bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]
+# A change that must keep every bit: HAWK_OLD_TREE names an export of the commit before it inside the tree that
+# travels (e.g. `git archive main | tar -x -C .gpu/old --exclude=bench/results`); the build step then also builds that
+# tree's scan probe (build-gpu/old-tree), and a first step, same_bits, dumps the default forward's and backward's
+# outputs of both builds at the probe's problems and compares them byte for byte (same_bits.txt: "same" or "DIFFER"
+# for each).
+#
+#   [HAWK_OLD_TREE=.gpu/old] HAWK_COMMIT=abc1234 bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]
 #       SECONDS: the call's budget (540); FIRST: a Catch2 spec run before the rest of the RG-LRU suite ("" for none);
 #       PROBES: probe targets to build and run first, space-separated (e.g. ordered_sum_probe; default none)
 #
-# Files: merge_round.txt (one line per step: passed / FAILED / skipped, seconds), build.log, <probe>.txt and .json,
+# Files: merge_round.txt (one line per step: passed / FAILED / skipped, seconds), build.log, same_bits.txt,
+# <probe>.txt and .json,
 # suite_first.txt, suite_rest.txt, suite_<name>.txt (Catch2 with case durations), bench_rglru.json / .log, gpu.txt.
 # Catch2 comes from the Debian package carried in .gpu/ (GPU.md); the device copy's .git may be stale, so HAWK_COMMIT
 # names the commit in the benchmark's JSON. Exit status 0 when every step that ran passed.
@@ -68,18 +75,50 @@ step() {
   fi
   record "$name" "$rc" "$(( $(date +%s) - s0 ))"
 }
-export out probes
-export -f build_gpu  # for the build step's bash -c
+old_tree=${HAWK_OLD_TREE-}
+if [ -n "$old_tree" ]; then
+  [ -f "$old_tree/CMakeLists.txt" ] || { echo "HAWK_OLD_TREE=$old_tree: no CMakeLists.txt there" >&2; exit 2; }
+  case " $probes " in *" backward_scan_probe "*) ;; *) probes="backward_scan_probe $probes" ;; esac
+fi
+export out probes old_tree
+export -f build_gpu gpu_binary  # for the steps' bash -c
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
-# The probes and the RG-LRU suite first: a call cut short in the second build still runs them on the next call.
+# The probes and the RG-LRU suite first: a call cut short in the second build still runs them on the next call. The
+# old tree's probe builds beside them, on a third of the cores.
 step build 120 ': > "$out/build.log"
+  if [ -n "$old_tree" ]; then
+    ( cmake -S "$old_tree" -B build-gpu/old-tree -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr \
+        -DCMAKE_BUILD_TYPE=Release -DHAWK_BUILD_PROBES=ON > "$out/build_old.log" 2>&1 &&
+      cmake --build build-gpu/old-tree -j $(( $(nproc) / 3 + 1 )) --target backward_scan_probe >> "$out/build_old.log" 2>&1 ) &
+  fi
   build_gpu "$out/build.log" $probes hawk_gpu_rglru &&
-  build_gpu "$out/build.log" hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual bench_rglru'
+  build_gpu "$out/build.log" hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual bench_rglru
+  new=$?
+  wait $! 2> /dev/null
+  old=$?
+  [ -z "$old_tree" ] || [ "$old" -eq 0 ] || { echo "the old tree did not build (build_old.log)"; exit 1; }
+  exit $new'
 if ! grep -qE "^build passed" "$log"; then
   grep -E "error" -A3 "$out/build.log" | head -n 40
   cp -r "$out/." "$returned/"
   exit 1
+fi
+
+if [ -n "$old_tree" ]; then  # every output of the default forward and backward, byte for byte
+  step same_bits 150 'mkdir -p build-gpu/dumps && rm -f build-gpu/dumps/*
+    HAWK_PROBE_FILTER=no-variant HAWK_PROBE_DUMP=build-gpu/dumps/old \
+      "$(find build-gpu/old-tree -name backward_scan_probe -type f -perm -u+x | head -n 1)" > /dev/null 2>&1 || exit 1
+    HAWK_PROBE_FILTER=no-variant HAWK_PROBE_DUMP=build-gpu/dumps/new "$(gpu_binary backward_scan_probe)" \
+      > /dev/null 2>&1 || exit 1
+    ls build-gpu/dumps/old_* > /dev/null 2>&1 || { echo "no dumps" > "$out/same_bits.txt"; exit 1; }
+    for f in build-gpu/dumps/old_*; do
+      name=${f#build-gpu/dumps/old_}
+      if cmp -s "$f" "build-gpu/dumps/new_$name"; then echo "same $name $(stat -c %s "$f") bytes"
+      else echo "DIFFER $name"; fi
+    done > "$out/same_bits.txt"
+    cat "$out/same_bits.txt"
+    ! grep -q DIFFER "$out/same_bits.txt"'
 fi
 
 for probe in $probes; do  # a probe fails on a difference of bytes, or prints DIFFER
