@@ -7,7 +7,9 @@
 #   left                                                               # seconds of the budget left
 #   ensure_catch2 || exit 2
 #   build_gpu LOG TARGET... || exit 1                                  # configure build-gpu, build TARGETs, log to LOG
-#   gpu_binary NAME                                                    # the path of build-gpu's executable NAME
+#   build_tree SOURCE BUILD JOBS LOG TARGET...                         # the same for another tree and build folder
+#   gpu_binary NAME [BUILD]                                            # the path of build-gpu's (BUILD's) executable
+#   compare_dumps DIR > REPORT || status=1                             # DIR/old_* against DIR/new_*, byte for byte
 #   sanitize_cases SUITE FILTER LOGS || status=1                       # needs device_call_begin's budget
 
 device_call_begin() {
@@ -31,19 +33,42 @@ ensure_catch2() {
   dpkg -x "$deb" /opt/catch2
 }
 
-# build-gpu as the device scripts share it (Release, the probes on, Catch2 from ensure_catch2): configure, then build
-# TARGETs; both steps' output appended to LOG. Kept between calls while the machine is warm, so a later call's
-# targets build incrementally.
+# The tree SOURCE configured into BUILD as the device scripts build (Release, the probes on, Catch2 from
+# ensure_catch2), then TARGETs built on JOBS cores; both steps' output appended to LOG.
+build_tree() {
+  local source=$1 build=$2 jobs=$3 log=$4
+  shift 4
+  cmake -S "$source" -B "$build" -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
+    -DHAWK_BUILD_PROBES=ON >> "$log" 2>&1 && cmake --build "$build" -j "$jobs" --target "$@" >> "$log" 2>&1
+}
+
+# This tree's build-gpu, on every core. Kept between calls while the machine is warm, so a later call's targets
+# build incrementally.
 build_gpu() {
   local log=$1
   shift
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr -DCMAKE_BUILD_TYPE=Release \
-    -DHAWK_BUILD_PROBES=ON >> "$log" 2>&1 && cmake --build build-gpu -j "$(nproc)" --target "$@" >> "$log" 2>&1
+  build_tree . build-gpu "$(nproc)" "$log" "$@"
 }
 
-# The executable NAME of this tree's build (not of an old tree built beside it in build-gpu/old-tree).
+# The executable NAME of BUILD (default: this tree's build-gpu, not an old tree built beside it in build-gpu/old-tree).
 gpu_binary() {
-  find build-gpu -path build-gpu/old-tree -prune -o -name "$1" -type f -perm -u+x -print 2> /dev/null | head -n 1
+  if [ -n "${2-}" ]; then
+    find "$2" -name "$1" -type f -perm -u+x 2> /dev/null | head -n 1
+  else
+    find build-gpu -path build-gpu/old-tree -prune -o -name "$1" -type f -perm -u+x -print 2> /dev/null | head -n 1
+  fi
+}
+
+# The scan probe's dumps of two builds (HAWK_PROBE_DUMP=DIR/old and DIR/new) compared byte for byte: one line a
+# problem, "same NAME BYTES bytes" or "DIFFER NAME". Non-zero when any differs or there is no old dump at all.
+compare_dumps() {
+  local dir=$1 f name status=0
+  ls "$dir"/old_* > /dev/null 2>&1 || { echo "no dumps in $dir"; return 1; }
+  for f in "$dir"/old_*; do
+    name=${f#"$dir"/old_}
+    if cmp -s "$f" "$dir/new_$name"; then echo "same $name $(stat -c %s "$f") bytes"; else echo "DIFFER $name"; status=1; fi
+  done
+  return $status
 }
 
 # compute-sanitizer's memcheck, racecheck, initcheck and synccheck over the Catch2 cases of SUITE that FILTER names

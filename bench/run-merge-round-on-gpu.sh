@@ -81,23 +81,22 @@ if [ -n "$old_tree" ]; then
   case " $probes " in *" backward_scan_probe "*) ;; *) probes="backward_scan_probe $probes" ;; esac
 fi
 export out probes old_tree
-export -f build_gpu gpu_binary  # for the steps' bash -c
+export -f build_tree build_gpu gpu_binary compare_dumps  # for the steps' bash -c
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 # The probes and the RG-LRU suite first: a call cut short in the second build still runs them on the next call. The
 # old tree's probe builds beside them, on a third of the cores.
 step build 120 ': > "$out/build.log"
+  old_build=
   if [ -n "$old_tree" ]; then
-    ( cmake -S "$old_tree" -B build-gpu/old-tree -G Ninja -DCMAKE_PREFIX_PATH=/opt/catch2/usr \
-        -DCMAKE_BUILD_TYPE=Release -DHAWK_BUILD_PROBES=ON > "$out/build_old.log" 2>&1 &&
-      cmake --build build-gpu/old-tree -j $(( $(nproc) / 3 + 1 )) --target backward_scan_probe >> "$out/build_old.log" 2>&1 ) &
+    : > "$out/build_old.log"
+    build_tree "$old_tree" build-gpu/old-tree $(( $(nproc) / 3 + 1 )) "$out/build_old.log" backward_scan_probe &
+    old_build=$!
   fi
   build_gpu "$out/build.log" $probes hawk_gpu_rglru &&
   build_gpu "$out/build.log" hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual bench_rglru
   new=$?
-  wait $! 2> /dev/null
-  old=$?
-  [ -z "$old_tree" ] || [ "$old" -eq 0 ] || { echo "the old tree did not build (build_old.log)"; exit 1; }
+  if [ -n "$old_build" ] && ! wait "$old_build"; then echo "the old tree did not build (build_old.log)"; exit 1; fi
   exit $new'
 if ! grep -qE "^build passed" "$log"; then
   grep -E "error" -A3 "$out/build.log" | head -n 40
@@ -108,17 +107,13 @@ fi
 if [ -n "$old_tree" ]; then  # every output of the default forward and backward, byte for byte
   step same_bits 150 'mkdir -p build-gpu/dumps && rm -f build-gpu/dumps/*
     HAWK_PROBE_FILTER=no-variant HAWK_PROBE_DUMP=build-gpu/dumps/old \
-      "$(find build-gpu/old-tree -name backward_scan_probe -type f -perm -u+x | head -n 1)" > /dev/null 2>&1 || exit 1
+      "$(gpu_binary backward_scan_probe build-gpu/old-tree)" > /dev/null 2>&1 || exit 1
     HAWK_PROBE_FILTER=no-variant HAWK_PROBE_DUMP=build-gpu/dumps/new "$(gpu_binary backward_scan_probe)" \
       > /dev/null 2>&1 || exit 1
-    ls build-gpu/dumps/old_* > /dev/null 2>&1 || { echo "no dumps" > "$out/same_bits.txt"; exit 1; }
-    for f in build-gpu/dumps/old_*; do
-      name=${f#build-gpu/dumps/old_}
-      if cmp -s "$f" "build-gpu/dumps/new_$name"; then echo "same $name $(stat -c %s "$f") bytes"
-      else echo "DIFFER $name"; fi
-    done > "$out/same_bits.txt"
+    compare_dumps build-gpu/dumps > "$out/same_bits.txt"
+    rc=$?
     cat "$out/same_bits.txt"
-    ! grep -q DIFFER "$out/same_bits.txt"'
+    exit $rc'
 fi
 
 for probe in $probes; do  # a probe fails on a difference of bytes, or prints DIFFER

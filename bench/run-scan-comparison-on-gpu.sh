@@ -11,7 +11,7 @@
 #   HAWK_COMMIT=abc1234 bench/run-scan-comparison-on-gpu.sh OUTDIR OLD_TREE
 set -u
 # shellcheck source=bench/device_call.sh
-source "$(dirname "$0")/device_call.sh"  # ensure_catch2
+source "$(dirname "$0")/device_call.sh"  # ensure_catch2, compare_dumps
 out=${1:?usage: bench/run-scan-comparison-on-gpu.sh OUTDIR OLD_TREE}
 old=${2:?usage: bench/run-scan-comparison-on-gpu.sh OUTDIR OLD_TREE}
 mkdir -p "$out"
@@ -34,11 +34,8 @@ HAWK_PROBE_FILTER=no-variant HAWK_PROBE_DUMP=/tmp/dumps/old timeout 100 "$(find_
   > /tmp/old_probe.txt 2>&1 || status=1
 HAWK_PROBE_DUMP=/tmp/dumps/new timeout 150 "$(find_binary build-gpu backward_scan_probe)" "$out/scan_probe.json" \
   > "$out/scan_probe.txt" 2>&1 || status=1
-for f in /tmp/dumps/old_*; do
-  name=${f#/tmp/dumps/old_}
-  if cmp -s "$f" "/tmp/dumps/new_$name"; then echo "same $name $(stat -c %s "$f") bytes"; else echo "DIFFER $name"; status=1; fi
-done | tee "$out/dump_compare.txt"
-grep -q DIFFER "$out/dump_compare.txt" && status=1
+compare_dumps /tmp/dumps > "$out/dump_compare.txt" || status=1
+cat "$out/dump_compare.txt"
 timeout 200 "$(find_binary build-gpu bench_rglru)" "$out/bench_rglru.json" > "$out/bench_rglru.log" 2>&1 || status=1
 grep -E "^fwd\+bwd (fused|logits) canonical|least|^bwd alone" "$out/bench_rglru.log"
 for suite in hawk_gpu_rglru_sm90a hawk_gpu_gate_residual hawk_gpu_rglru; do
