@@ -40,6 +40,37 @@ HAWK_HOST_DEVICE float sqrt_grad_capped(float z) {
   return z <= kSqrtGradFloor ? kSqrtGradCap : 1.0f / (2.0f * sqrtf(z));
 }
 
+//! sqrt_grad_capped(z), the same bits for every z but +inf (and NaN for NaN), without the IEEE operations' range
+//! checks. `1 / (2·sqrtf(z))` compiles to a square root and a division, each a MUFU approximation refined by one
+//! Newton step (the fast path) behind a range check that calls a slow-path subroutine for zero, subnormal, infinite
+//! and NaN operands: about 25 instructions with two branches per call, which in the backward's gradient phase also
+//! keeps the compiler from interleaving a thread's channels. Above the floor (2.5e-7) every operand either path
+//! meets is a finite normal number (z; sqrt(z) and 2·sqrt(z) up to 2^65), so only the fast paths ever run: this
+//! writes them out alone (11 instructions, no branch), the operations nvcc emits for sm_80, sm_89, sm_90, sm_100 and
+//! sm_120, in the same order on the same operands. The FTZ flags of the approximations and of two multiplies differ
+//! from nvcc's, which cannot matter for normal operands and results. z = +inf (which 1 - a² never is) gives NaN
+//! here and 0 there. tests/gpu/core/math_device_test.cu compares the two at all 2^32 inputs.
+HAWK_HOST_DEVICE float sqrt_grad_capped_finite(float z) {
+#if defined(__CUDA_ARCH__)
+  if (z <= kSqrtGradFloor) return kSqrtGradCap;
+  // sqrtf's fast path: r ≈ 1/sqrt(z); s = z·r; one Newton step s + (z - s²)·(r/2).
+  float rsqrt_z;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rsqrt_z) : "f"(z));
+  const float root = __fmul_rn(z, rsqrt_z);
+  const float half_rsqrt = __fmul_rn(rsqrt_z, 0.5f);
+  const float root_residual = __fmaf_rn(-root, root, z);
+  const float sqrt_z = __fmaf_rn(root_residual, half_rsqrt, root);
+  // The division's fast path for 1 / d: q ≈ 1/d; one Newton step q + q·(1 - d·q).
+  const float d = __fadd_rn(sqrt_z, sqrt_z);
+  float inverse;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inverse) : "f"(d));
+  const float inverse_residual = -__fmaf_rn(d, inverse, -1.0f);
+  return __fmaf_rn(inverse, inverse_residual, inverse);
+#else
+  return sqrt_grad_capped(z);
+#endif
+}
+
 // Float64 twins, for the reference.
 inline double sigmoid(double x) {
   if (x >= 0.0) return 1.0 / (1.0 + std::exp(-x));

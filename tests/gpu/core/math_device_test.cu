@@ -1,7 +1,11 @@
-// The shared fp32 math on the device: close to float64, exact at the extremes, and the same bits every run.
+// The shared fp32 math on the device: close to float64, exact at the extremes, and the same bits every run; the
+// capped sqrt derivative's branch-free form (sqrt_grad_capped_finite) the same bits as the IEEE one at all 2^32
+// inputs but +inf, with a negative control (the same form without its Newton steps) that shows the sweep can fail.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "hawk/core/math.hpp"
 #include "hawk_test/device_buffers.cuh"
@@ -28,7 +32,63 @@ std::vector<float> run_math(const std::vector<float>& inputs) {
   return std::vector<float>(host.begin(), host.end());
 }
 
+//! Which branch-free form the sweep compares with sqrt_grad_capped.
+enum class FiniteForm { kShipped, kWithoutNewtonSteps };
+
+//! The negative control: the approximations alone, 1 / (2·sqrt(z)) ≈ rsqrt(z) / 2, off by an ulp or more for
+//! most z.
+__device__ float sqrt_grad_without_newton_steps(float z) {
+  if (z <= hawk::math::kSqrtGradFloor) return hawk::math::kSqrtGradCap;
+  float rsqrt_z;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rsqrt_z) : "f"(z));
+  return __fmul_rn(rsqrt_z, 0.5f);
+}
+
+//! Every fp32 bit pattern `base + i`: counts the inputs where the form's bits differ from sqrt_grad_capped's (a
+//! NaN against a NaN counts as the same; +inf is left out) and keeps the smallest such pattern.
+__global__ void sweep_sqrt_grad(std::uint64_t base, std::uint64_t count, FiniteForm form,
+                                unsigned long long* mismatches, unsigned int* first_mismatch) {
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const auto bits = static_cast<unsigned int>(base + i);
+    if (bits == 0x7f800000u) continue;  // +inf
+    const float z = __uint_as_float(bits);
+    const float want = hawk::math::sqrt_grad_capped(z);
+    const float got = form == FiniteForm::kShipped ? hawk::math::sqrt_grad_capped_finite(z)
+                                                   : sqrt_grad_without_newton_steps(z);
+    const bool same = (want != want) ? (got != got) : __float_as_uint(got) == __float_as_uint(want);
+    if (!same) {
+      atomicAdd(mismatches, 1ull);
+      atomicMin(first_mismatch, bits);
+    }
+  }
+}
+
+struct SweepResult {
+  unsigned long long mismatches;
+  unsigned int first_mismatch;
+};
+
+SweepResult sweep_all_patterns(FiniteForm form) {
+  thrust::device_vector<unsigned long long> mismatches(1, 0ull);
+  thrust::device_vector<unsigned int> first(1, 0xffffffffu);
+  sweep_sqrt_grad<<<4096, 256>>>(0, 1ull << 32, form, hawk_test::raw(mismatches), hawk_test::raw(first));
+  HAWK_TEST_CUDA(cudaGetLastError());
+  HAWK_TEST_CUDA(cudaDeviceSynchronize());
+  return {mismatches[0], first[0]};
+}
+
 }  // namespace
+
+TEST_CASE("device sqrt_grad_capped_finite gives sqrt_grad_capped's bits at every fp32 input but +inf",
+          "[core][gpu][sqrt_grad]") {
+  const SweepResult shipped = sweep_all_patterns(FiniteForm::kShipped);
+  INFO("first differing input bits 0x" << std::hex << shipped.first_mismatch);
+  CHECK(shipped.mismatches == 0ull);
+  // Negative control: without the Newton steps the sweep finds differences.
+  const SweepResult control = sweep_all_patterns(FiniteForm::kWithoutNewtonSteps);
+  CHECK(control.mismatches > 1000000ull);
+}
 
 TEST_CASE("device sigmoid, softplus and sqrt derivative match float64 and are exact at extremes", "[core][gpu]") {
   std::vector<float> inputs = {-1000.f, -100.f, -88.f, -30.f, -1e-3f, 0.f, 1e-3f, 0.5f, 20.f, 30.f, 88.f, 100.f, 1000.f};

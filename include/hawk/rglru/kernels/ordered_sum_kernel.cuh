@@ -15,6 +15,14 @@
 //! (partials per sequence, scale sigmoid(a_param[d]), the derivative of softplus). The output is overwritten
 //! (or, `accumulate`, added onto, by a later slice of the same call); not written at all when the call's device
 //! checks failed (`checks`).
+//!
+//! Why the loads come in batches: a plain `sum += partial[p]` loop issues a load or two, waits for them, adds, and
+//! again, so the walk costs one memory round trip for every one or two partials (d a_param has T / 64 + N of them:
+//! 132 at (4, 2048, 2048, 16), 1025 at (1, 65536, 2560, 10), over only W elements, so few threads and a long walk).
+//! Here a thread loads a whole batch into registers first (32 partials while at least 32 are left, then 8, then
+//! the last few one at a time) and only then adds them, still one after another in the same order. Batches are
+//! whole (no predicated slots), so dW's and db's short walks (8 partials at 1024-token segments) cost one batch of 8
+//! and no work past their end; a zero padded into the sum would also turn a -0 sum into +0.
 
 #include <cstdint>
 
@@ -49,6 +57,38 @@ struct OrderedSumJobs {
 
 constexpr int kOrderedSumThreads = 256;
 
+//! The partials of one walk: `count` floats from `first`, `step` floats apart (negative: the last segment first).
+struct PartialWalk {
+  const float* first;
+  std::int64_t step;
+  std::int64_t count;
+};
+
+//! sum + walk[0] + walk[1] + ... in that order, with the loads of `Batch` partials issued before their additions.
+template <int Batch>
+__device__ __forceinline__ float add_batch_in_order(float sum, const float* __restrict__ partial, std::int64_t step) {
+  float loaded[Batch];
+#pragma unroll
+  for (int b = 0; b < Batch; ++b) loaded[b] = __ldg(partial + b * step);
+  // A scheduling fence between the loads and the additions: without it ptxas interleaves them to save registers
+  // (32 instead of 61), which leaves only about six loads in flight before the first addition waits. The lanes
+  // that reach here together sync with each other only (the grid-stride loop may have retired some of the warp).
+  __syncwarp(__activemask());
+#pragma unroll
+  for (int b = 0; b < Batch; ++b) sum += loaded[b];
+  return sum;
+}
+
+//! `sum` plus every partial of `walk`, in the walk's order, in whole batches of 32, then 8, then one at a time.
+__device__ __forceinline__ float add_partials_in_order(float sum, PartialWalk walk) {
+  const float* partial = walk.first;
+  std::int64_t left = walk.count;
+  for (; left >= 32; left -= 32, partial += 32 * walk.step) sum = add_batch_in_order<32>(sum, partial, walk.step);
+  for (; left >= 8; left -= 8, partial += 8 * walk.step) sum = add_batch_in_order<8>(sum, partial, walk.step);
+  for (; left > 0; --left, partial += walk.step) sum += __ldg(partial);
+  return sum;
+}
+
 //! A template only so that the header can be included by several translation units (one definition each).
 template <int Threads>
 __global__ void __launch_bounds__(Threads) ordered_sum_kernel(const OrderedSumJobs jobs) {
@@ -57,13 +97,13 @@ __global__ void __launch_bounds__(Threads) ordered_sum_kernel(const OrderedSumJo
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < job.count;
        e += stride) {
-    const float* __restrict__ partial = job.partials + e;
-    float sum = job.accumulate ? job.out[e] : 0.0f;
-    if (job.reverse) {
-      for (std::int64_t p = job.num_partials - 1; p >= 0; --p) sum += partial[p * job.partial_stride];
-    } else {
-      for (std::int64_t p = 0; p < job.num_partials; ++p) sum += partial[p * job.partial_stride];
+    PartialWalk walk{job.partials + e, job.partial_stride, job.num_partials};
+    if (job.reverse && job.num_partials > 0) {
+      walk.first += (job.num_partials - 1) * job.partial_stride;
+      walk.step = -job.partial_stride;
     }
+    float sum = job.accumulate ? job.out[e] : 0.0f;
+    sum = add_partials_in_order(sum, walk);
     if (job.scale_by_sigmoid_of != nullptr) sum *= math::sigmoid(job.scale_by_sigmoid_of[e]);
     job.out[e] = sum;
   }
