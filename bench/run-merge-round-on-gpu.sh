@@ -13,7 +13,8 @@
 # travels (e.g. `git archive main | tar -x -C .gpu/old --exclude=bench/results`); the build step then also builds that
 # tree's scan probe (build-gpu/old-tree), and a first step, same_bits, dumps the default forward's and backward's
 # outputs of both builds at the probe's problems and compares them byte for byte (same_bits.txt: "same" or "DIFFER"
-# for each).
+# for each). With HAWK_OLD_BENCH=1 as well, the old tree's bench_rglru is built beside it and run after the new one
+# (bench_rglru_old.json / .log; HAWK_OLD_COMMIT names its commit), so that the benchmark's comparison comes from one machine whatever GPU the call got.
 #
 #   [HAWK_OLD_TREE=.gpu/old] HAWK_COMMIT=abc1234 bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]
 #       SECONDS: the call's budget (540); FIRST: a Catch2 spec run before the rest of the RG-LRU suite ("" for none);
@@ -80,7 +81,7 @@ if [ -n "$old_tree" ]; then
   [ -f "$old_tree/CMakeLists.txt" ] || { echo "HAWK_OLD_TREE=$old_tree: no CMakeLists.txt there" >&2; exit 2; }
   case " $probes " in *" backward_scan_probe "*) ;; *) probes="backward_scan_probe $probes" ;; esac
 fi
-export out probes old_tree
+export out probes old_tree HAWK_OLD_BENCH
 export -f build_tree build_gpu gpu_binary compare_dumps  # for the steps' bash -c
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
@@ -90,7 +91,9 @@ step build 120 ': > "$out/build.log"
   old_build=
   if [ -n "$old_tree" ]; then
     : > "$out/build_old.log"
-    build_tree "$old_tree" build-gpu/old-tree $(( $(nproc) / 3 + 1 )) "$out/build_old.log" backward_scan_probe &
+    old_targets="backward_scan_probe"
+    [ "${HAWK_OLD_BENCH-}" = 1 ] && old_targets="$old_targets bench_rglru"
+    build_tree "$old_tree" build-gpu/old-tree $(( $(nproc) / 3 + 1 )) "$out/build_old.log" $old_targets &
     old_build=$!
   fi
   build_gpu "$out/build.log" $probes hawk_gpu_rglru &&
@@ -134,6 +137,10 @@ for other in hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual; do
 done
 export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 step bench_rglru 200 "\"$(gpu_binary bench_rglru)\" \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
+if [ -n "$old_tree" ] && [ "${HAWK_OLD_BENCH-}" = 1 ]; then
+  step bench_rglru_old 200 "HAWK_COMMIT=${HAWK_OLD_COMMIT:-old-tree} \"$(gpu_binary bench_rglru build-gpu/old-tree)\" \"\$out/bench_rglru_old.json\" \
+    > \"\$out/bench_rglru_old.log\" 2>&1"
+fi
 
 pending=""
 for name in "${steps[@]}"; do has_verdict "$name" || pending="$pending $name"; done
