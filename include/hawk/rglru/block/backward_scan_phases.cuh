@@ -141,8 +141,37 @@ struct ScanThread {
     dh_thread = dh_channel >= 0 && dh_channel < Config::kWidthTile;
     q = (thread % Config::kThreadsPerRow) * Config::kChannelVector;
     row0 = thread / Config::kThreadsPerRow;
+    load_log_a_coefficients(thread, a_param, col0);
+  }
+
+  //! log_a_coeff[v] = -c · softplus(a_param[col0 + q + v]). The IEEE expf and log1pf of a softplus are some 80
+  //! instructions, and every thread of a ticket would evaluate four; instead each lane evaluates the coefficient
+  //! of tile channel `lane` (and `lane + 32` in 64-channel tiles) once and every thread takes its four by shuffles:
+  //! the same function of the same input, so the same bits. Needs the whole warp here (the kernels construct
+  //! ScanThread before any thread-dependent branch); tile widths other than 8, 16, 32 and 64 evaluate their own.
+  __device__ __forceinline__ void load_log_a_coefficients(int thread, const float* a_param, std::int64_t col0) {
+    constexpr int kWT = Config::kWidthTile;
+    if constexpr (kWT <= 32 || kWT == 64) {
+      const int lane = thread % 32;
+      const float low = log_a_coefficient(a_param[col0 + lane % kWT]);  // narrower tiles: the lanes repeat
+      float high = 0.0f;
+      if constexpr (kWT == 64) high = log_a_coefficient(a_param[col0 + 32 + lane]);
 #pragma unroll
-    for (int v = 0; v < Config::kChannelVector; ++v) log_a_coeff[v] = log_a_coefficient(a_param[col0 + q + v]);
+      for (int v = 0; v < Config::kChannelVector; ++v) {
+        const int channel = q + v;
+        const float from_low = __shfl_sync(0xffffffffu, low, channel % 32);
+        if constexpr (kWT == 64) {
+          // Both shuffles by every lane, then a select: an array indexed by `channel < 32` would go to the stack.
+          const float from_high = __shfl_sync(0xffffffffu, high, channel % 32);
+          log_a_coeff[v] = channel < 32 ? from_low : from_high;
+        } else {
+          log_a_coeff[v] = from_low;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < Config::kChannelVector; ++v) log_a_coeff[v] = log_a_coefficient(a_param[col0 + q + v]);
+    }
   }
 };
 
