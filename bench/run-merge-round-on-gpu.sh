@@ -14,7 +14,8 @@
 # tree's scan probe (build-gpu/old-tree), and a first step, same_bits, dumps the default forward's and backward's
 # outputs of both builds at the probe's problems and compares them byte for byte (same_bits.txt: "same" or "DIFFER"
 # for each). With HAWK_OLD_BENCH=1 as well, the old tree's bench_rglru is built beside it and run after the new one
-# (bench_rglru_old.json / .log; HAWK_OLD_COMMIT names its commit), so that the benchmark's comparison comes from one machine whatever GPU the call got.
+# (bench_rglru_old.json / .log; HAWK_OLD_COMMIT names its commit), so that the benchmark's comparison comes from one
+# machine, whatever GPU the call got.
 #
 #   [HAWK_OLD_TREE=.gpu/old] HAWK_COMMIT=abc1234 bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]
 #       SECONDS: the call's budget (540); FIRST: a Catch2 spec run before the rest of the RG-LRU suite ("" for none);
