@@ -232,6 +232,18 @@ struct ScanLayout : ScanRegions<Config, OneChunk, scan_gates_in_weights<Config, 
                 "TimeChunk or WidthTile");
 };
 
+//! CTAs per SM the chunked scan asks of the register allocator (__launch_bounds__): as many as its shared memory
+//! lets share an SM of sm_90, but never so many that fewer than 48 registers a thread are left. Without it ptxas
+//! may take a few registers more where that costs a CTA: the bf16 gate-logits scan at 55 registers fits four CTAs
+//! an SM where its 45 KB would let five run at 48.
+template <class Config>
+constexpr int chunked_scan_min_blocks() {
+  const int by_memory = scan_ctas_per_sm90(ScanLayout<Config, true>::kSharedBytes);
+  const int by_registers = 65536 / (Config::kThreads * 48);
+  const int blocks = by_memory < by_registers ? by_memory : by_registers;
+  return blocks > 1 ? blocks : 1;
+}
+
 //! The regions of ScanLayout<Config, OneChunk> in a CTA's shared memory, as typed pointers.
 template <class Config, bool OneChunk>
 struct ScanTiles {
@@ -490,7 +502,7 @@ __device__ __forceinline__ ReverseChunkWork locate_reverse_chunk(const ChunkedBa
 //! dh_final and dh0 must not alias here (the chunk that reads dh_final and the chunk that writes dh0 are different
 //! CTAs): the operator passes a copy of dh_final when they do.
 template <class Config>
-__global__ void __launch_bounds__(Config::kThreads)
+__global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_scan_min_blocks<Config>())
     chunked_backward_scan_kernel(const ChunkedBackwardScanParams<typename Config::Element> cp) {
   using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
