@@ -49,7 +49,8 @@ HAWK_HOST_DEVICE float sqrt_grad_capped(float z) {
 //! writes them out alone (11 instructions, no branch), the operations nvcc emits for sm_80, sm_89, sm_90, sm_100 and
 //! sm_120, in the same order on the same operands. The FTZ flags of the approximations and of two multiplies differ
 //! from nvcc's, which cannot matter for normal operands and results. z = +inf (which 1 - a² never is) gives NaN
-//! here and 0 there. tests/gpu/core/math_device_test.cu compares the two at all 2^32 inputs.
+//! here and 0 there. tests/gpu/core/math_device_test.cu compares the two at all 2^32 inputs. (Against the IEEE forms,
+//! as hawk is built: without --use_fast_math, -prec-sqrt=false or -prec-div=false, as this file's header says.)
 HAWK_HOST_DEVICE float sqrt_grad_capped_finite(float z) {
 #if defined(__CUDA_ARCH__)
   if (z <= kSqrtGradFloor) return kSqrtGradCap;

@@ -6,13 +6,15 @@
 // and partials that hold signed zeros, infinities, NaN, subnormals and values large enough to overflow. Outputs
 // start poisoned (all-ones bytes, a NaN no addition produces), so an element left unwritten fails; the grid is also
 // cut to a few CTAs (the per-element order does not depend on it) and one job is longer than the largest grid. A
-// failed device check writes nothing; a negative control shows the bytewise comparison can fail.
+// failed device check writes nothing; negative controls show the bytewise comparison can fail (the additions in
+// the other order; one partial changed).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "hawk/rglru/kernels/ordered_sum_kernel.cuh"
@@ -28,20 +30,26 @@ using Bytes = std::vector<unsigned char>;
 
 constexpr std::uint32_t kPoisonWord = 0xFFFFFFFFu;
 
-//! Random partials over many magnitudes, with every kind of special value mixed in where `specials` says so.
+//! Random partials over many magnitudes (never all zeros). With `specials`, about one in 50 is a signed zero, a
+//! subnormal or a value near the largest float (sums that overflow), and about one in 2,000 an infinity or a NaN, so
+//! that most sums of even a thousand partials stay finite. Generated as floats directly: the grid-stride case has
+//! 45 M of them.
 std::vector<float> random_partials(std::size_t n, bool specials) {
-  const std::vector<double> mantissa = hawk_test::random_uniform(n, -1.0, 1.0, hawk_test::fresh_seed());
-  const std::vector<double> exponent = hawk_test::random_uniform(n, -4.0, 4.0, hawk_test::fresh_seed());
-  const std::vector<double> pick = hawk_test::random_uniform(n, 0.0, 1.0, hawk_test::fresh_seed());
+  std::mt19937_64 engine(hawk_test::fresh_seed());
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f), exponent(-4.0f, 4.0f), pick(0.0f, 1.0f);
+  const float finite_specials[5] = {0.0f, -0.0f, std::numeric_limits<float>::denorm_min() * 3.0f, -1.0e-40f, 3.0e38f};
+  const float non_finite[3] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
   std::vector<float> out(n);
   for (std::size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<float>(mantissa[i] * std::pow(10.0, exponent[i]));
-    if (!specials || pick[i] > 0.02) continue;
-    const int kind = static_cast<int>(pick[i] * 450.0);  // 0 .. 8
-    const float choices[9] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                              std::numeric_limits<float>::denorm_min() * 3.0f, -1.0e-40f, 3.0e38f, -3.0e38f};
-    out[i] = choices[kind];
+    out[i] = mantissa(engine) * std::pow(10.0f, exponent(engine));
+    if (!specials) continue;
+    const float p = pick(engine);
+    if (p < 0.0005f) {
+      out[i] = non_finite[static_cast<int>(p / 0.0005f * 3.0f) % 3];
+    } else if (p < 0.02f) {
+      out[i] = finite_specials[static_cast<int>(p / 0.02f * 5.0f) % 5];
+    }
   }
   return out;
 }
@@ -234,12 +242,19 @@ TEST_CASE("ordered sums: a failed device check writes nothing", "[backward][orde
   check_scaled_against_host(job, written[0]);
 }
 
-TEST_CASE("ordered sums: the bytewise comparison fails when one partial differs (negative control)",
+TEST_CASE("ordered sums: the bytewise comparison fails when the order of the additions or one partial differs "
+          "(negative controls)",
           "[backward][ordered_sum]") {
   JobCase job(300, 65, true, false, false, false);
   const std::vector<const JobCase*> cases = {&job};
   const Bytes before = run_jobs(cases, Kernel::kShipped, 0)[0];
-  // One partial of element 17, in the middle batch, changed: that element's sum must change, in both kernels alike.
+  REQUIRE(before == run_jobs(cases, Kernel::kPrevious, 0)[0]);
+  // The same partials added first to last instead of last to first: rounding differs in some elements.
+  job.reverse = false;
+  CHECK_FALSE(run_jobs(cases, Kernel::kShipped, 0)[0] == before);
+  job.reverse = true;
+  // One partial of element 17 changed (row 40 of 65, in the first 32-batch of the reverse walk): that element's sum
+  // must change, in both kernels alike.
   const std::size_t at = static_cast<std::size_t>(40 * job.stride + 17);
   const float old_value = job.partials[at];
   job.partials[at] = old_value + 1000.0f;

@@ -148,7 +148,7 @@ struct ScanThread {
   //! instructions, and every thread of a ticket would evaluate four; instead each lane evaluates the coefficient
   //! of tile channel `lane` (and `lane + 32` in 64-channel tiles) once and every thread takes its four by shuffles:
   //! the same function of the same input, so the same bits. Needs the whole warp here (the kernels construct
-  //! ScanThread before any thread-dependent branch); tile widths other than 8, 16, 32 and 64 evaluate their own.
+  //! ScanThread before any thread-dependent return); tile widths other than 8, 16, 32 and 64 evaluate their own.
   __device__ __forceinline__ void load_log_a_coefficients(int thread, const float* a_param, std::int64_t col0) {
     constexpr int kWT = Config::kWidthTile;
     if constexpr (kWT <= 32 || kWT == 64) {

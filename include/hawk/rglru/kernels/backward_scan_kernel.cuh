@@ -232,16 +232,24 @@ struct ScanLayout : ScanRegions<Config, OneChunk, scan_gates_in_weights<Config, 
                 "TimeChunk or WidthTile");
 };
 
-//! CTAs per SM the chunked scan asks of the register allocator (__launch_bounds__): as many as its shared memory
-//! lets share an SM of sm_90, but never so many that fewer than 48 registers a thread are left. Without it ptxas
-//! may take a few registers more where that costs a CTA: the bf16 gate-logits scan at 55 registers fits four CTAs
-//! an SM where its 45 KB would let five run at 48.
+//! CTAs per SM the gate-logits chunked scan asks of the register allocator (__launch_bounds__) on sm_90 and sm_100
+//! (228 KB of shared memory an SM): as many as its shared memory lets share an SM, but never so many that fewer than
+//! 48 registers a thread are left. Without it ptxas may take a few registers more where that costs a CTA: the bf16
+//! gate-logits scan at 55 registers fits four CTAs an SM where its 45 KB would let five run at 48. The fused scans
+//! and the other architectures (less shared memory an SM, so fewer CTAs to gain) ask for none (0, as if the bound
+//! named no count; even a count of 1 changes ptxas's choices): there a bound only spends the registers it allows
+//! (the fused scans 58-64 -> 74-90) and spilled in a few configurations on sm_120 and sm_89.
 template <class Config>
 constexpr int chunked_scan_min_blocks() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || (__CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1100))
+  if (Config::kFused) return 0;
   const int by_memory = scan_ctas_per_sm90(ScanLayout<Config, true>::kSharedBytes);
   const int by_registers = 65536 / (Config::kThreads * 48);
   const int blocks = by_memory < by_registers ? by_memory : by_registers;
   return blocks > 1 ? blocks : 1;
+#else
+  return 0;
+#endif
 }
 
 //! The regions of ScanLayout<Config, OneChunk> in a CTA's shared memory, as typed pointers.

@@ -57,19 +57,24 @@ struct OrderedSumJobs {
 
 constexpr int kOrderedSumThreads = 256;
 
-//! The partials of one walk: `count` floats from `first`, `step` floats apart (negative: the last segment first).
+//! The partials of one walk: rows first_row, first_row + direction, ... (`count` of them) of a column, `stride`
+//! floats apart. Rows are indexed, not pointers stepped, so that a reverse walk never forms an address before the
+//! workspace.
 struct PartialWalk {
-  const float* first;
-  std::int64_t step;
+  const float* column;
+  std::int64_t stride;
+  std::int64_t first_row;
+  std::int64_t direction;  // +1 or -1
   std::int64_t count;
 };
 
-//! sum + walk[0] + walk[1] + ... in that order, with the loads of `Batch` partials issued before their additions.
+//! sum + the `Batch` partials of rows row, row + direction, ... in that order, with all their loads issued before
+//! the first addition.
 template <int Batch>
-__device__ __forceinline__ float add_batch_in_order(float sum, const float* __restrict__ partial, std::int64_t step) {
+__device__ __forceinline__ float add_batch_in_order(float sum, const PartialWalk& walk, std::int64_t row) {
   float loaded[Batch];
 #pragma unroll
-  for (int b = 0; b < Batch; ++b) loaded[b] = __ldg(partial + b * step);
+  for (int b = 0; b < Batch; ++b) loaded[b] = __ldg(walk.column + (row + b * walk.direction) * walk.stride);
   // A scheduling fence between the loads and the additions: without it ptxas interleaves them to save registers
   // (32 instead of 61), which leaves only about six loads in flight before the first addition waits. The lanes
   // that reach here together sync with each other only (the grid-stride loop may have retired some of the warp).
@@ -80,12 +85,12 @@ __device__ __forceinline__ float add_batch_in_order(float sum, const float* __re
 }
 
 //! `sum` plus every partial of `walk`, in the walk's order, in whole batches of 32, then 8, then one at a time.
-__device__ __forceinline__ float add_partials_in_order(float sum, PartialWalk walk) {
-  const float* partial = walk.first;
+__device__ __forceinline__ float add_partials_in_order(float sum, const PartialWalk& walk) {
+  std::int64_t row = walk.first_row;
   std::int64_t left = walk.count;
-  for (; left >= 32; left -= 32, partial += 32 * walk.step) sum = add_batch_in_order<32>(sum, partial, walk.step);
-  for (; left >= 8; left -= 8, partial += 8 * walk.step) sum = add_batch_in_order<8>(sum, partial, walk.step);
-  for (; left > 0; --left, partial += walk.step) sum += __ldg(partial);
+  for (; left >= 32; left -= 32, row += 32 * walk.direction) sum = add_batch_in_order<32>(sum, walk, row);
+  for (; left >= 8; left -= 8, row += 8 * walk.direction) sum = add_batch_in_order<8>(sum, walk, row);
+  for (; left > 0; --left, row += walk.direction) sum += __ldg(walk.column + row * walk.stride);
   return sum;
 }
 
@@ -97,11 +102,8 @@ __global__ void __launch_bounds__(Threads) ordered_sum_kernel(const OrderedSumJo
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < job.count;
        e += stride) {
-    PartialWalk walk{job.partials + e, job.partial_stride, job.num_partials};
-    if (job.reverse && job.num_partials > 0) {
-      walk.first += (job.num_partials - 1) * job.partial_stride;
-      walk.step = -job.partial_stride;
-    }
+    const PartialWalk walk{job.partials + e, job.partial_stride, job.reverse ? job.num_partials - 1 : 0,
+                           job.reverse ? -1 : 1, job.num_partials};
     float sum = job.accumulate ? job.out[e] : 0.0f;
     sum = add_partials_in_order(sum, walk);
     if (job.scale_by_sigmoid_of != nullptr) sum *= math::sigmoid(job.scale_by_sigmoid_of[e]);
