@@ -139,7 +139,8 @@ done
 export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 step bench_rglru 200 "\"$(gpu_binary bench_rglru)\" \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
 if [ -n "$old_tree" ] && [ "${HAWK_OLD_BENCH-}" = 1 ]; then
-  step bench_rglru_old 200 "HAWK_COMMIT=${HAWK_OLD_COMMIT:-old-tree} \"$(gpu_binary bench_rglru build-gpu/old-tree)\" \"\$out/bench_rglru_old.json\" \
+  old_bench=$(gpu_binary bench_rglru build-gpu/old-tree)
+  step bench_rglru_old 200 "HAWK_COMMIT=${HAWK_OLD_COMMIT:-old-tree} \"$old_bench\" \"\$out/bench_rglru_old.json\" \
     > \"\$out/bench_rglru_old.log\" 2>&1"
 fi
 

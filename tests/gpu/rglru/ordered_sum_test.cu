@@ -116,7 +116,6 @@ std::vector<Bytes> run_jobs(const std::vector<const JobCase*>& cases, Kernel ker
   outputs.reserve(cases.size());
   OrderedSumJobs jobs;
   jobs.checks = checks;
-  std::int64_t largest = 0;
   for (const JobCase* c : cases) {
     outputs.emplace_back(static_cast<std::size_t>(c->count));
     if (c->accumulate) {
@@ -125,14 +124,11 @@ std::vector<Bytes> run_jobs(const std::vector<const JobCase*>& cases, Kernel ker
       hawk_test::poison(outputs.back());
     }
     jobs.job[jobs.num_jobs++] = c->job(raw(outputs.back()));
-    largest = c->count > largest ? c->count : largest;
   }
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   constexpr int kThreads = hawk::rglru::kOrderedSumThreads;
-  std::int64_t grid = (largest + kThreads - 1) / kThreads;
-  if (grid > 4096) grid = 4096;  // as Backward::launch_ordered_sums
-  if (blocks != 0) grid = blocks;
-  const dim3 sum_grid(static_cast<unsigned int>(grid), static_cast<unsigned int>(jobs.num_jobs));
+  dim3 sum_grid = hawk::rglru::ordered_sum_grid(jobs);  // the library's grid
+  if (blocks != 0) sum_grid.x = blocks;
   if (kernel == Kernel::kShipped) {
     hawk::rglru::ordered_sum_kernel<kThreads><<<sum_grid, kThreads>>>(jobs);
   } else {

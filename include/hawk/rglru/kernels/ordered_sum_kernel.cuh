@@ -57,6 +57,16 @@ struct OrderedSumJobs {
 
 constexpr int kOrderedSumThreads = 256;
 
+//! The launch grid of `jobs`: x covers the largest job's elements (at most 4096 CTAs of kOrderedSumThreads: beyond,
+//! the grid-stride loop walks the rest, and the per-element order does not depend on the grid); y is the job.
+inline dim3 ordered_sum_grid(const OrderedSumJobs& jobs) {
+  std::int64_t largest = 0;
+  for (int j = 0; j < jobs.num_jobs; ++j) largest = jobs.job[j].count > largest ? jobs.job[j].count : largest;
+  std::int64_t blocks = (largest + kOrderedSumThreads - 1) / kOrderedSumThreads;
+  if (blocks > 4096) blocks = 4096;
+  return dim3(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
+}
+
 //! The partials of one walk: rows first_row, first_row + direction, ... (`count` of them) of a column, `stride`
 //! floats apart. Rows are indexed, not pointers stepped, so that a reverse walk never forms an address before the
 //! workspace.

@@ -532,12 +532,7 @@ class Backward {
 
   //! One launch of the ordered sums `jobs` on `stream` (its status is the caller's to read).
   static void launch_ordered_sums(const OrderedSumJobs& jobs, cudaStream_t stream) {
-    std::int64_t largest = 0;
-    for (int j = 0; j < jobs.num_jobs; ++j) largest = jobs.job[j].count > largest ? jobs.job[j].count : largest;
-    std::int64_t blocks = (largest + kOrderedSumThreads - 1) / kOrderedSumThreads;
-    if (blocks > 4096) blocks = 4096;  // grid-stride beyond: the per-element order does not depend on the grid
-    const dim3 sum_grid(static_cast<unsigned int>(blocks), static_cast<unsigned int>(jobs.num_jobs));
-    ordered_sum_kernel<kOrderedSumThreads><<<sum_grid, kOrderedSumThreads, 0, stream>>>(jobs);
+    ordered_sum_kernel<kOrderedSumThreads><<<ordered_sum_grid(jobs), kOrderedSumThreads, 0, stream>>>(jobs);
   }
 
   //! Appends to `jobs` dWx, dWa, dbx, dba, each the sum of the first `rows` rows of its segment partials in the
