@@ -325,9 +325,9 @@ int main(int argc, char** argv) {
   }
   {
     Problem p(Shape{16, 1024, 1024, 16, 0});
-    both_scans<64, 64, 16>(p);  // shipped before 2026-12-03 (the forward's tiles)
-    // Shipped since 2026-12-03 (DefaultBackwardConfig): 32-channel tiles of 128 threads, the same grouping; the
-    // backward alone 404.5 against 426.4 us through the sequential scans
+    both_scans<64, 64, 16>(p);  // shipped (the forward's tiles): the chunked scan computes dx (kDxInChunkedScan)
+    // Shipped from 2026-12-03 to the thirty-first session, now the compact configuration: 32-channel tiles of 128
+    // threads, the same grouping; the backward alone 404.5 against 426.4 us through the sequential scans
     // (bench/results/2026-12-03-h200-1f8890f-probes).
     both_scans<64, 32, 16, 128>(p);
     collect(p);

@@ -21,7 +21,7 @@
 //!
 //! | element | mode        | w   | forward (stages)   | chunked (sub-chunk)      | backward (dW, dx steps)           |
 //! |---------|-------------|-----|--------------------|--------------------------|-----------------------------------|
-//! | 16-bit  | fused       | 64  | 32 [64] / 256      | 32 [64] / 256 (64)       | -                                 |
+//! | 16-bit  | fused       | 64  | 32 [64] / 256      | 32 [64] / 256 (64)       | 32 [64] / 128 [256] (32 [64], 32) |
 //! | 16-bit  | fused       | 128 | -                  | -                        | 32 / 256 (32 [64], 32 [64])       |
 //! | 16-bit  | fused       | 256 | 8 [16] / 128 [256] | 16 [32] / 128 [256] (32) | 16 [32] / 256 (32 [64], 32 [64])  |
 //! | fp32    | fused       | 64  | -                  | -                        | 16 [32] / 128 [256] (32 [64], 32) |
@@ -29,8 +29,9 @@
 //! | fp32    | fused       | 256 | 8 [16] / 256       | 8 [16] / 128 [256] (32)  | 8 [16] / 128 [256] (32 [64], 32)  |
 //! | fp32    | gate-logits | any | 32 / 256 (2 [3])   | -                        | -                                 |
 //!
-//! Every other configuration fits 99 KB as shipped: bf16 / fp16 w = 128's forward, gate-logits mode, and 16-bit w =
-//! 64's backward (32-channel tiles of 128 threads, first this file's and now every GPU's: DefaultBackwardConfig). fp32
+//! Every other configuration fits 99 KB as shipped: bf16 / fp16 w = 128's forward and gate-logits mode. 16-bit w = 64's
+//! compact backward is the one every GPU ran before its chunked scan computed dx in whole-block tiles (103 KB, two
+//! CTAs an SM of sm_90: DefaultBackwardConfig): 32-channel tiles of 128 threads, every kernel within 90 KB. fp32
 //! fused w = 256's compact sequential forward (162 KB) and sequential backward scan (105 KB) fit 163 KB, not 99 KB:
 //! its forward stages two 64-token chunks of the block's fp32 x rows (130 KB). A 99 KB GPU runs it through the
 //! chunked forward and the chunked backward scan alone, which fit (the default dispatch, dispatch.cuh).
@@ -59,7 +60,7 @@ struct CompactTiles {
   static constexpr bool kFused = Mode == GateMode::kFused;
   static constexpr int kW = BlockWidth;
   static constexpr bool kForward = kFused ? (kFloat ? kW >= 128 : kW != 128) : kFloat;
-  static constexpr bool kBackward = kFused && (kFloat || kW == 128 || kW == 256);
+  static constexpr bool kBackward = kFused;
   // forward
   static constexpr int kWidthTile = !kFused ? 32 : kW == 64 ? 32 : 8;
   static constexpr int kThreads = kFused && !kFloat && kW == 256 ? 128 : 256;
@@ -70,7 +71,7 @@ struct CompactTiles {
   static constexpr int kChunkedThreads = kW == 256 ? 128 : 256;
   // backward
   // 16-bit w = 128 keeps its shipped scan (32-channel tiles of 256 threads, 97.5 KB) and only narrows the products.
-  static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : kW == 128 ? 32 : 16;
+  static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : kW <= 128 ? 32 : 16;
   static constexpr int kBackwardThreads = !kFloat && kW >= 128 ? 256 : 128;
   static constexpr int kWeightGradStep = 32;  // fp32's 64 x 64 and 16-bit's 128 x 64 tiles within 99 KB
   static constexpr int kDxStep = 32;          // 16-bit w = 128 and 256: 57 and 87 KiB (70, 106 64 deep)

@@ -56,9 +56,9 @@
 //! Backward: `hawk::rglru::backward(args, workspace, workspace_bytes, stream)` runs
 //! `Backward<DefaultBackwardConfig<F>::type>` where F is the forward configuration that `hawk::rglru::forward` picks
 //! for the same (dtype, mode, reset mode, w): BackwardConfig<F>, with F's bits, except that 16-bit w = 256 runs its
-//! scan in wider width tiles and 16-bit w = 64 its backward in narrower ones (DefaultBackwardConfig says why; the
-//! same bits). Every shipped configuration has TimeChunk = kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must
-//! be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>` (sized for sm_90:
+//! scan in wider width tiles (DefaultBackwardConfig says why; the same bits); 16-bit w = 64's chunked scan computes dx
+//! itself (BackwardConfig::kDxInChunkedScan; the same bits). Every shipped configuration has TimeChunk =
+//! kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>` (sized for sm_90:
 //! on a 99 KB GPU, 16-bit blocks of a multiple of 128 also need BackwardConfig's WeightGradStep_ and DxStep_ of 32).
 //!
 //! Like the forward's, the choice depends only on (dtype, mode, reset mode, W, H), never on B, L, N or T (the device
@@ -195,11 +195,12 @@ struct DefaultWgmmaPersistentConfig {
 //!   CTA per SM, gained less). The sequential scan with 32-channel tiles holds one CTA per SM (138.8 KB; two with
 //!   16): at (4, 4096, 2560, 10) the backward took 2139.1 us through it, 2112.8 through 16-channel sequential tiles
 //!   and 1782.9 through the chunked scan, which kAuto runs there (bench/results/2026-12-03-h200-1ccba9f-probes/).
-//! - w = 64: 32-channel tiles of 128 threads where the forward runs 64 of 256 (the compact tiles of
-//!   compact_config.cuh): every kernel within 90 KB, so two CTAs per SM where the 64-channel ones (144.8 KB) hold
-//!   one, three for the chunked scan. At (16, 1024, 1024, 16) the backward alone took 404.5 us through their
-//!   sequential scan (which kAuto runs there), 426.4 through the 64-channel one; the chunked scan kernel 212.9
-//!   against 299.5 us (H200, bf16, 2026-12-03, bench/results/2026-12-03-h200-1f8890f-probes/scan_probe.txt).
+//! 16-bit w = 64 keeps its forward's whole-block tiles (64 channels, 256 threads): their chunked scan computes dx itself
+//! (BackwardConfig::kDxInChunkedScan), in a layout that holds two CTAs an SM, and runs wherever it can. Before it, the
+//! backward ran 32-channel tiles of 128 threads (every kernel within 90 KB; now the compact configuration of 99 KB
+//! GPUs, compact_config.cuh): at (16, 1024, 1024, 16) the backward alone through their sequential scan and the dx
+//! kernel took 346.9 us, through the whole-block chunked scan with dx 315.6 (H200, bf16, 2026-12-05, a first version of
+//! this scan, bench/results/2026-12-05-h200-f788bf7-stacked-branches/).
 //! fp32 keeps its forward's tiles (32-channel w = 256 tiles would leave one CTA per SM); so does w = 128 (64-channel
 //! tiles were slower in training at the seed shape, whose sequential scan kAuto runs).
 template <class Config>
@@ -207,14 +208,9 @@ struct DefaultBackwardConfig {
   using Base = BackwardConfig<Config>;
   static constexpr bool kSixteenBitFused = Config::kFused && sizeof(typename Config::Element) == 2;
   static constexpr bool kWiden = kSixteenBitFused && Config::kBlockWidth == 256 && Config::kWidthTile == 16;
-  static constexpr bool kNarrow = kSixteenBitFused && Config::kBlockWidth == 64 && Config::kWidthTile == 64 &&
-                                  Config::kProducerThreads == 256;
-  static constexpr int kWidthTile = kWiden ? 32 : kNarrow ? 32 : Config::kWidthTile;
-  static constexpr int kThreads = kNarrow ? 128 : Config::kProducerThreads;
-  using Retiled = ForwardConfig<typename Config::Element, Config::kBlockWidth, kWidthTile, Config::kTimeChunk, kThreads,
-                                typename Config::ResetPolicy, Config::kMode, Config::kStages>;
-  using type = std::conditional_t<kWiden || kNarrow, BackwardConfig<Retiled, Base::kTf32Passes, Base::kDaParamRowStep>,
-                                  Base>;
+  using Retiled = ForwardConfig<typename Config::Element, Config::kBlockWidth, 32, Config::kTimeChunk,
+                                Config::kProducerThreads, typename Config::ResetPolicy, Config::kMode, Config::kStages>;
+  using type = std::conditional_t<kWiden, BackwardConfig<Retiled, Base::kTf32Passes, Base::kDaParamRowStep>, Base>;
 };
 
 namespace detail {
@@ -346,7 +342,7 @@ Status visit_backward_config(Visit&& visit) {
                                             WeightGradProductLayout<Compact>::kSharedBytes <= kSharedMemory99KB)) &&
                       backward_detail::ScanLayout<Compact>::kSharedBytes <= kSharedMemory163KB,
                   "a compact backward configuration outgrew the shared memory it is sized for");
-    // A shipped backward that its compact family keeps as it is (16-bit w = 64, gate-logits mode) runs on
+    // A shipped backward that its compact family keeps as it is (gate-logits mode) runs on
     // a 99 KB GPU with no fallback, so all its kernels must fit there.
     static_assert(!std::is_same<Shipped, Compact>::value || backward_shared_bytes<Shipped>() <= kSharedMemory99KB,
                   "a shipped backward configuration kept by its compact family outgrew 99 KB");

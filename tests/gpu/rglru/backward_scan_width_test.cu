@@ -2,21 +2,25 @@
 // scan tiles (DefaultBackwardConfig, dispatch.cuh) where the forward it pairs with runs 16, keeping the 16-channel
 // tiles' d a_param token grouping (BackwardConfig's DaParamRowStep), and its chunked scan stores its gates in the
 // dead weight tile (ScanLayout's kGatesInWeights, three CTAs per SM; fp32 w = 256 too, below); it runs 16-bit w = 64
-// with 32-channel tiles of 128 threads where the forward runs 64 of 256. Every gradient of both scan kernels must be
-// bitwise BackwardConfig<shipped forward>'s, at every tail (L = 1, 2, odd, not a
+// in the forward's whole-block tiles (64 channels, 256 threads), whose chunked scan computes dx itself (phase E,
+// BackwardConfig::kDxInChunkedScan) where the sequential one and the 32-channel tiles of 128 threads (shipped before
+// it, now the compact configuration) leave dx to the dx product kernel. Every gradient of both scan kernels must be
+// bitwise the same across tiles, at every tail (L = 1, 2, odd, not a
 // multiple of the chunk; packed with an empty sequence; resets at t = 0, mid-chunk, at chunk edges, consecutive).
 // Control: the same 32-channel tiles with their own grouping (DaParamRowStep 0) must change d a_param's bits and
 // nothing else, which shows that the comparison sees the grouping. (Against the float64 reference: check_one in
 // backward_support.cuh runs the default configuration.)
 #include "backward_support.cuh"
+#include "hawk/rglru/compact_config.cuh"
 
 namespace {
 
 using namespace rglru_backward_test;
 using hawk::rglru::BackwardScan;
 
-//! Both scan kernels of `Retiled` and the chunked one of `Paired` (BackwardConfig<Forward>, in the forward's
-//! tiles) give the bits of Paired's sequential scan, every gradient, after the forward `Forward` (block width w,
+//! Both scan kernels of `Retiled` and the chunked one of `Paired` (the reference: BackwardConfig<Forward> in the
+//! forward's tiles at w = 256 and 128; at w = 64 the 32-channel tiles, whose sequential scan leaves dx to the dx
+//! kernel) give the bits of Paired's sequential scan, every gradient, after the forward `Forward` (block width w,
 //! H = 2).
 template <class E, class Policy, class Forward, class Paired, class Retiled>
 void check_configs_agree(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
@@ -54,19 +58,21 @@ void check_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool
   check_configs_agree<E, Policy, Forward, Narrow, Wide>(lengths, packed, with_h0);
 }
 
-//! The default dispatch's 16-bit w = 64 backward (32-channel tiles, 128 threads) against BackwardConfig<its forward>
-//! (64-channel tiles, 256 threads): both scans group d a_param by 16 tokens, so one group a thread.
+//! The 32-channel tiles of 128 threads that 16-bit w = 64 ran before (now its compact configuration) against the
+//! default dispatch's (BackwardConfig<its forward>: whole-block tiles, 64 channels, 256 threads, whose chunked scan
+//! computes dx): the narrow sequential scan and the dx kernel give the bits every other path must give.
 template <class E, class Policy>
 void check_narrow_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
   using Forward = ShippedForward<E, Policy, GateMode::kFused, 64>;
-  using Paired = hawk::rglru::BackwardConfig<Forward>;
-  using Narrow = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
-  static_assert(Forward::kWidthTile == 64 && Forward::kProducerThreads == 256 && Narrow::kWidthTile == 32 &&
-                    Narrow::kThreads == 128,
+  using Whole = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
+  using Narrow = typename hawk::rglru::CompactBackwardConfig<Whole>::type;
+  static_assert(std::is_same<Whole, hawk::rglru::BackwardConfig<Forward>>::value && Whole::kDxInChunkedScan &&
+                    Forward::kWidthTile == 64 && Forward::kProducerThreads == 256 && Narrow::kWidthTile == 32 &&
+                    Narrow::kThreads == 128 && !Narrow::kDxInChunkedScan,
                 "the shipped 16-bit w = 64 tiles changed");
-  static_assert(Narrow::kDaParamRowStep == Paired::kScanRowStep && Narrow::kScanRowStep == Paired::kScanRowStep,
-                "the narrow scan must group d a_param as the paired one");
-  check_configs_agree<E, Policy, Forward, Paired, Narrow>(lengths, packed, with_h0);
+  static_assert(Narrow::kDaParamRowStep == Whole::kScanRowStep && Narrow::kScanRowStep == Whole::kScanRowStep,
+                "the narrow scan must group d a_param as the whole-block one");
+  check_configs_agree<E, Policy, Forward, Narrow, Whole>(lengths, packed, with_h0);
 }
 
 //! The default dispatch's retiled backward at w (256: check_same_bits, 64: check_narrow_same_bits) at every tail:
@@ -99,9 +105,36 @@ TEST_CASE("backward scan width: 32-channel tiles give the 16-channel tiles' bits
   check_every_tail<256>();
 }
 
-TEST_CASE("backward scan width: 32-channel tiles of 128 threads give the 64-channel tiles' bits at w = 64 (bf16, "
-          "fp16)", "[backward][scan_width]") {
+TEST_CASE("backward scan width: the whole-block chunked scan's dx (w = 64) gives the dx kernel's bits, and the "
+          "32-channel tiles of 128 threads the 64-channel tiles' (bf16, fp16)", "[backward][scan_width]") {
   check_every_tail<64>();
+}
+
+TEST_CASE("backward scan width: the whole-block chunked scan's dx with three tf32 passes gives the dx kernel's bits; "
+          "control, one pass changes dx", "[backward][scan_width]") {
+  // Three passes stage dgx and dga unrounded and read them with shared loads (ScanDxProduct's other path). Control:
+  // the shipped single pass must give other dx (and dW) bits than three, which shows that the comparison sees the
+  // products' operands; both stay close to the float64 reference.
+  using E = __nv_bfloat16;
+  using Policy = hawk::rglru::ResetFlags;
+  using Forward = ShippedForward<E, Policy, GateMode::kFused, 64>;
+  using OnePass = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
+  using ThreePasses = hawk::rglru::BackwardConfig<Forward, 3>;
+  static_assert(OnePass::kTf32Passes == 1 && ThreePasses::kDxInChunkedScan, "the configurations this case is about");
+  const Problem p = rglru_test::make_problem<E>(128, 2, {17, 0, 130, 64, 1, 300}, true, GateMode::kFused,
+                                                Policy::kMode, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
+  const HostGradients three = run_backward_config<ThreePasses, BackwardScan::kChunked>(p, u, d);
+  check_against_reference<E>(p, u, three);
+  CHECK(three.all_bytes() == run_backward_config<ThreePasses, BackwardScan::kSequential>(p, u, d).all_bytes());
+  const HostGradients one = run_backward_config<OnePass, BackwardScan::kChunked>(p, u, d);
+  CHECK(one.dx_bytes != three.dx_bytes);
+  CHECK(one.dWx_bytes != three.dWx_bytes);
+  const auto c = hawk_test::compare(one.dx, three.dx);
+  INFO(c.describe());
+  CHECK(c.relative_l2 <= 1e-2);
 }
 
 TEST_CASE("backward scan width: groups of several tokens, w = 128 with 64-channel tiles summing d a_param as the "

@@ -25,8 +25,7 @@ using rglru_test::DeviceProblem;
 using rglru_test::Problem;
 
 //! The shipped forward configuration for (E, Policy, Mode, w); the backward under test is the shipped one paired
-//! with it, DefaultBackwardConfig<it>::type (BackwardConfig<it> but for 16-bit w = 256's wider scan tiles and w = 64's
-//! narrower backward tiles).
+//! with it, DefaultBackwardConfig<it>::type (BackwardConfig<it> but for 16-bit w = 256's wider scan tiles).
 template <class E, class Policy, GateMode Mode, int BlockWidth>
 using ShippedForward =
     typename std::conditional<Mode == GateMode::kFused, hawk::rglru::DefaultFusedConfig<E, BlockWidth, Policy>,

@@ -8,7 +8,8 @@
 //! - (B) `chunk_gates`: a_bar and u of every token and channel of the tile, into shared tiles;
 //! - (C) `replay_chunk` and `reverse_chunk`: the forward recurrence replayed from the checkpoint, and the reverse
 //!   recurrence of dh, one thread per channel, token by token;
-//! - (D) `chunk_gradients`: the row gradients of the chunk, and this thread's share of d a_param;
+//! - (D) `chunk_row_gradients`: the row gradients of the chunk, handed row by row to the caller, and this thread's
+//!   share of d a_param; `chunk_gradients` stores them;
 //! - `tile_da_param`: the tile's d a_param from every thread's shares, in the order the configuration fixes.
 //!
 //! Bits: each piece does the operations the kernel did inline, in the same order, through the same gate_math.hpp
@@ -121,10 +122,11 @@ struct StagedChunk {
 
 //! What a thread of a scan CTA does, for a tile starting at channel `col0`: in (C), `h` threads replay the forward
 //! (channel = thread) and `dh` threads run the reverse recurrence (channel dh_channel: a whole warp after the h
-//! threads when there are enough threads, so that both recurrences run at once, else the same threads); in (B) and
+//! threads when there are enough threads and `Concurrent`, so that both recurrences run at once, else the same
+//! threads, the replay first: a layout that writes dh over a_bar needs that order, ScanLayout's kDxInScan); in (B) and
 //! (D), channels [q, q + 4) of rows row0, row0 + kRowStep, ... (ascending: the order of its d a_param sum; the
 //! loops are unrolled so that the independent rows' math interleaves), with those channels' log_a coefficients.
-template <class Config>
+template <class Config, bool Concurrent = Config::kConcurrentRecurrences>
 struct ScanThread {
   static constexpr int kRowStep = Config::kScanRowStep;
   static constexpr int kRowsPerThread = (Config::kTimeChunk + kRowStep - 1) / kRowStep;
@@ -137,7 +139,7 @@ struct ScanThread {
 
   __device__ __forceinline__ ScanThread(int thread, const float* a_param, std::int64_t col0) {
     h_thread = thread < Config::kWidthTile;
-    dh_channel = Config::kConcurrentRecurrences ? thread - Config::kDhThreadOffset : thread;
+    dh_channel = Concurrent ? thread - Config::kDhThreadOffset : thread;
     dh_thread = dh_channel >= 0 && dh_channel < Config::kWidthTile;
     q = (thread % Config::kThreadsPerRow) * Config::kChannelVector;
     row0 = thread / Config::kThreadsPerRow;
@@ -193,11 +195,12 @@ __device__ __forceinline__ void stage_x_tile(const StagedChunk<Config>& staged, 
 }
 
 //! (B) a_bar, u of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3, into
-//! a_bar_tile and u_tile ([TimeChunk][WidthTile] fp32); fused mode also keeps x of the tile in fp32 (x_tile), or,
+//! a_bar_tile and u_tile ([TimeChunk][WidthTile] fp32); fused mode also keeps x of the tile in fp32 (x_tile; not
+//! with KeepX false, where (D) reads x from the staged rows), or,
 //! with XStaged, reads it from there (stage_x_tile wrote this thread's own rows and channels: the same values), and
 //! keeps the activations i, r in place of the gate logits (StagedChunk::keep_activations) so that (D) does not
 //! evaluate the sigmoids again.
-template <class Config, int RowsPerThread, int RowStep, bool XStaged = false>
+template <class Config, int RowsPerThread, int RowStep, bool XStaged = false, bool KeepX = Config::kFused>
 __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                             int row0, int valid, float* a_bar_tile, float* u_tile, float* x_tile) {
   constexpr int kWT = Config::kWidthTile;
@@ -228,7 +231,7 @@ __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, c
     if constexpr (Config::kFused) staged.keep_activations(r, activations);
     *reinterpret_cast<float4*>(a_bar_tile + r * kWT + q) = make_float4(a_bar[0], a_bar[1], a_bar[2], a_bar[3]);
     *reinterpret_cast<float4*>(u_tile + r * kWT + q) = make_float4(u[0], u[1], u[2], u[3]);
-    if constexpr (Config::kFused && !XStaged)
+    if constexpr (Config::kFused && KeepX && !XStaged)
       *reinterpret_cast<float4*>(x_tile + r * kWT + q) = make_float4(x[0], x[1], x[2], x[3]);
   }
 }
@@ -276,6 +279,8 @@ __device__ __forceinline__ void replay_chunk(float* u_tile, const float* a_bar_t
 //! (C) the reverse recurrence of channel c through the chunk's `valid` tokens, last token first: dh of every
 //! token into dh_tile's column c. The carry (dh of the next token and its a_bar) enters and leaves in
 //! `dh_next`, `a_bar_next`, registers that the kernel keeps across chunks. Register-batched as replay_chunk.
+//! dh_tile may be a_bar_tile (ScanLayout's kDxInScan): every a_bar of column c is read before dh is stored over it,
+//! and no other thread reads column c's a_bar after (the replay of c ran first, on this thread).
 template <class Config>
 __device__ __forceinline__ void reverse_chunk(const typename Config::Element* dy_tile, const float* a_bar_tile,
                                               float* dh_tile, int valid, int c, float& dh_next, float& a_bar_next) {
@@ -301,9 +306,10 @@ __device__ __forceinline__ void reverse_chunk(const typename Config::Element* dy
   }
   for (; t >= 0; --t) {  // the tail of a sequence's last chunk
     const float dh = reverse_step_for<kMode>(a_bar_next, dh_next, to_float(dy_tile[t * kWT + c]));
+    const float a_bar = a_bar_tile[t * kWT + c];  // before dh's store, which may take its place
     dh_tile[t * kWT + c] = dh;
     dh_next = dh;
-    a_bar_next = a_bar_tile[t * kWT + c];
+    a_bar_next = a_bar;
   }
 }
 
@@ -333,15 +339,15 @@ struct DaParamShares {
 };
 
 //! (D) the row gradients of this thread's rows (row0, row0 + RowStep, ... below `valid`) and channels q .. q + 3
-//! from h_{t-1} (h_prev_tile, replay_chunk's) and dh (dh_tile, reverse_chunk's), stored at `first_row`
-//! (the chunk's first token's element offset into the rows, [T, W] or, in the fused backward's time slices, the
-//! slice's rows from its first token, plus the tile's first channel); `da` accumulates this thread's
-//! shares of d a_param in ascending rows, row row0 + j · RowStep into group j % kDaParamGroups.
-template <class Config, int RowsPerThread, int RowStep>
-__device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
-                                                int row0, int valid, const float* h_prev_tile, const float* dh_tile,
-                                                const float* x_tile, const ChunkGradientRows<Config>& out,
-                                                std::int64_t first_row, std::int64_t width, DaParamShares<Config>& da) {
+//! from h_{t-1} (h_prev_tile, replay_chunk's) and dh (dh_tile, reverse_chunk's), each row handed to
+//! `sink(row_step, r, dx, dgx, dga)` (dx the direct path in fused mode; four channels each); `da` accumulates this
+//! thread's shares of d a_param in ascending rows, row row0 + j · RowStep into group j % kDaParamGroups. Fused mode
+//! reads x from the fp32 x tile (XTile) or from the staged rows (the same values, widened by the same conversion).
+template <class Config, int RowsPerThread, int RowStep, bool XTile, class Sink>
+__device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
+                                                    int row0, int valid, const float* h_prev_tile,
+                                                    const float* dh_tile, const float* x_tile,
+                                                    DaParamShares<Config>& da, Sink&& sink) {
   constexpr int kWT = Config::kWidthTile;
   constexpr int kV = Config::kChannelVector;
   const int q = staged.q;
@@ -358,7 +364,11 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
     float x_fused[kV];
     GateActivations kept[kV];
     if constexpr (Config::kFused) {
-      load_vector<float, 4>(x_tile + r * kWT + q, x_fused);
+      if constexpr (XTile) {
+        load_vector<float, 4>(x_tile + r * kWT + q, x_fused);
+      } else {
+        staged.x4(r, x_fused);
+      }
       staged.kept_activations4(r, kept);
     }
 #pragma unroll
@@ -380,17 +390,34 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
       dga[v] = g.dga;
       da.sum[row_step % Config::kDaParamGroups][v] += g.da_param_sum;
     }
-    const std::int64_t offset = first_row + r * width + q;
-    if constexpr (Config::kFused) {
-      store_vector<float, kV>(out.dx_direct_f32 + offset, dx);
-      store_vector<float, kV>(out.dgx_f32 + offset, dgx);
-      store_vector<float, kV>(out.dga_f32 + offset, dga);
-    } else {
-      store_vector<typename Config::Element, kV>(out.dx + offset, dx);
-      store_vector<typename Config::Element, kV>(out.dgx + offset, dgx);
-      store_vector<typename Config::Element, kV>(out.dga + offset, dga);
-    }
+    sink(row_step, r, dx, dgx, dga);
   }
+}
+
+//! (D) as chunk_row_gradients, every row stored at `first_row` (the chunk's first token's element offset into the
+//! rows, [T, W] or, in the fused backward's time slices, the slice's rows from its first token, plus the tile's
+//! first channel): gate-logits mode the gradients themselves, fused mode fp32 rows for the product kernels.
+template <class Config, int RowsPerThread, int RowStep>
+__device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
+                                                int row0, int valid, const float* h_prev_tile, const float* dh_tile,
+                                                const float* x_tile, const ChunkGradientRows<Config>& out,
+                                                std::int64_t first_row, std::int64_t width, DaParamShares<Config>& da) {
+  constexpr int kV = Config::kChannelVector;
+  const int q = staged.q;
+  chunk_row_gradients<Config, RowsPerThread, RowStep, true>(
+      staged, log_a_coeff, row0, valid, h_prev_tile, dh_tile, x_tile, da,
+      [&](int, int r, const float (&dx)[kV], const float (&dgx)[kV], const float (&dga)[kV]) {
+        const std::int64_t offset = first_row + r * width + q;
+        if constexpr (Config::kFused) {
+          store_vector<float, kV>(out.dx_direct_f32 + offset, dx);
+          store_vector<float, kV>(out.dgx_f32 + offset, dgx);
+          store_vector<float, kV>(out.dga_f32 + offset, dga);
+        } else {
+          store_vector<typename Config::Element, kV>(out.dx + offset, dx);
+          store_vector<typename Config::Element, kV>(out.dgx + offset, dgx);
+          store_vector<typename Config::Element, kV>(out.dga + offset, dga);
+        }
+      });
 }
 
 //! The d a_param of the tile's channels from every thread's shares, in the order Config::kDaParamRowStep fixes:

@@ -30,7 +30,9 @@
 //!
 //! Nothing of size T·W is read from the forward besides x and dy: h is recomputed. Outputs: gate-logits mode
 //! writes dx, dgx, dga in the element type; fused mode writes fp32 dgx, dga and dx (direct path) to the
-//! workspace for the product kernels (kernels/backward_projection_kernels.cuh).
+//! workspace for the product kernels (kernels/backward_projection_kernels.cuh), except the chunked kernel of a
+//! configuration whose CTA owns a whole block (BackwardConfig::kDxInChunkedScan): it computes dx itself in a phase
+//! (E) after (D) (block/scan_dx_product.cuh) and writes fp32 dgx, dga alone, for the weight-gradient kernel.
 //!
 //! Skipped sequences (`sequence_extent`: padding slot -1, or with the device checks off offsets / a slot out of
 //! range): nothing of them is read (dy, x, gates, checkpoints, dh_final) or written (row gradients, dh0); their
@@ -46,6 +48,7 @@
 //! order; out-of-order offsets with the device checks off give unspecified values, inside the buffers).
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/device_checks.cuh"
@@ -53,6 +56,7 @@
 #include "hawk/rglru/block/backward_scan_phases.cuh"
 #include "hawk/rglru/block/chained_carry.cuh"
 #include "hawk/rglru/block/projection.cuh"
+#include "hawk/rglru/block/scan_dx_product.cuh"
 #include "hawk/rglru/block/sequence_extent.cuh"
 #include "hawk/rglru/block/token_loader.cuh"
 #include "hawk/rglru/checkpoint_layout.hpp"
@@ -83,7 +87,8 @@ struct BackwardScanParams : GateInputs<Element> {
   // dh_final and dh0 may alias (a state pool): each element is read, then later written, by the same thread.
   const float* dh_final = nullptr;
   float* dh0 = nullptr;
-  // Gate-logits mode: the row gradients themselves.
+  // Gate-logits mode: the row gradients themselves; dx also in fused mode where the chunked scan computes it
+  // (BackwardConfig::kDxInChunkedScan).
   Element* dx = nullptr;
   Element* dgx = nullptr;
   Element* dga = nullptr;
@@ -203,6 +208,51 @@ struct ScanRegions {
   static constexpr std::size_t kTicketOffset =  // one unsigned long long
       kPartialsInWeights ? kAfterReset : kPartialOffset + kPartialBytes;
   static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
+  static constexpr bool kDxInScan = false;  //!< no phase (E): DxScanRegions
+  static constexpr std::size_t kGradStageOffset = 0, kSumOffset = 0;
+};
+
+//! The chunked fused scan's arrangement when it computes dx itself (BackwardConfig::kDxInChunkedScan: 16-bit w = 64
+//! in whole-block tiles of 256 threads): the weight tile stays for phase (E), so nothing is carved from it. What
+//! makes room instead, 103,168 bytes at bf16 and two CTAs an SM of sm_90 (the arrangements above take 135,936 and
+//! one): no fp32 x tile ((D) reads x from the staged rows, which stay); dh over a_bar (the reverse recurrence reads
+//! each a_bar of its channel before it stores that token's dh, and the replay of the channel ran before it on the
+//! same thread: ScanThread without Concurrent); after (D), the two staged gradient tiles of (E) over the gate tile,
+//! the sums over u, the d a_param shares over dh. Order of the regions: weights, bias, staged rows, dy, gates, u,
+//! a_bar / dh, reset flags, ticket.
+template <class Config>
+struct DxScanRegions {
+  using PairedForward = typename Config::PairedForward;
+  using Element = typename Config::Element;
+  static constexpr int kC = Config::kTimeChunk;
+  static constexpr int kWT = Config::kWidthTile;
+  static constexpr int kInputStages = 1;
+  static constexpr std::size_t kInputBytes = PairedForward::kStageBytes;
+  static constexpr std::size_t kDyBytes = detail::round_up_bytes(sizeof(Element) * kC * kWT);
+  static constexpr std::size_t kTileBytes = detail::round_up_bytes(sizeof(float) * kC * kWT);
+  static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(kC));
+  static constexpr std::size_t kPartialBytes = detail::round_up_bytes(sizeof(float) * Config::kDaParamRowStep * kWT);
+  static constexpr bool kGatesInWeights = false;
+  static constexpr bool kDxInScan = true;
+
+  static constexpr std::size_t kWeightOffset = 0;
+  static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;
+  static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
+  static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes;
+  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes;
+  static constexpr std::size_t kUOffset = kGateOffset + PairedForward::kGateBytes;
+  static constexpr std::size_t kABarOffset = kUOffset + kTileBytes;
+  static constexpr std::size_t kDhOffset = kABarOffset;
+  static constexpr std::size_t kResetOffset = kABarOffset + kTileBytes;
+  static constexpr std::size_t kTicketOffset = kResetOffset + kResetBytes;
+  static constexpr std::size_t kSharedBytes = kTicketOffset + 128;
+  static constexpr std::size_t kXOffset = kWeightOffset;  // no x tile: never written or read
+  static constexpr std::size_t kGradStageOffset = kGateOffset;  // (E): dgx's tile, then dga's
+  static constexpr std::size_t kSumOffset = kUOffset;           // (E): the products' sums
+  static constexpr std::size_t kPartialOffset = kDhOffset;      // after (D)
+  static_assert(2 * ScanDxProduct<Config>::kTileBytes <= PairedForward::kGateBytes &&
+                    ScanDxProduct<Config>::kTileBytes <= kTileBytes && kPartialBytes <= kTileBytes,
+                "DxScanRegions: (E)'s tiles and the d a_param shares fit the regions they take");
 };
 
 //! Shared-memory layout of one scan CTA (bytes, 128-byte aligned regions).
@@ -226,7 +276,8 @@ constexpr bool scan_gates_in_weights() {
 }
 
 template <class Config, bool OneChunk = false>
-struct ScanLayout : ScanRegions<Config, OneChunk, scan_gates_in_weights<Config, OneChunk>()> {
+struct ScanLayout : std::conditional_t<OneChunk && Config::kDxInChunkedScan, DxScanRegions<Config>,
+                                       ScanRegions<Config, OneChunk, scan_gates_in_weights<Config, OneChunk>()>> {
   static_assert(ScanLayout::kSharedBytes <= 227u * 1024u,
                 "BackwardConfig: the backward scan needs more than 227 KB of shared memory per CTA; use a smaller "
                 "TimeChunk or WidthTile");
@@ -238,11 +289,13 @@ struct ScanLayout : ScanRegions<Config, OneChunk, scan_gates_in_weights<Config, 
 //! gate-logits scan at 55 registers fits four CTAs an SM where its 45 KB would let five run at 48. The fused scans
 //! and the other architectures (less shared memory an SM, so fewer CTAs to gain) ask for none (0, as if the bound
 //! named no count; even a count of 1 changes ptxas's choices): there a bound only spends the registers it allows
-//! (the fused scans 58-64 -> 74-90) and spilled in a few configurations on sm_120 and sm_89.
+//! (the fused scans 58-64 -> 74-90) and spilled in a few configurations on sm_120 and sm_89. The one exception is
+//! the fused scan that computes dx (kDxInChunkedScan): its layout holds two CTAs an SM, and the bound keeps it at
+//! 128 registers or fewer (115, no spills, bf16, CUDA 13).
 template <class Config>
 constexpr int chunked_scan_min_blocks() {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || (__CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1100))
-  if (Config::kFused) return 0;
+  if (Config::kFused) return Config::kDxInChunkedScan ? 2 : 0;  // (E)'s layout holds two an SM: 128 registers
   const int by_memory = scan_ctas_per_sm90(ScanLayout<Config, true>::kSharedBytes);
   const int by_registers = 65536 / (Config::kThreads * 48);
   const int blocks = by_memory < by_registers ? by_memory : by_registers;
@@ -268,6 +321,8 @@ struct ScanTiles {
   float* dh;
   std::uint8_t* reset_flags;  //!< the reset-flag stages
   float* partials;
+  float* grad_stage;  //!< (E), Layout::kDxInScan: the staged dgx tile, then dga's
+  float* sums;        //!< (E): the products' sums
 
   static __device__ __forceinline__ ScanTiles carve(unsigned char* shared) {
     return {reinterpret_cast<Element*>(shared + Layout::kWeightOffset),
@@ -280,7 +335,9 @@ struct ScanTiles {
             reinterpret_cast<float*>(shared + Layout::kUOffset),
             reinterpret_cast<float*>(shared + Layout::kDhOffset),
             reinterpret_cast<std::uint8_t*>(shared + Layout::kResetOffset),
-            reinterpret_cast<float*>(shared + Layout::kPartialOffset)};
+            reinterpret_cast<float*>(shared + Layout::kPartialOffset),
+            reinterpret_cast<float*>(shared + Layout::kGradStageOffset),
+            reinterpret_cast<float*>(shared + Layout::kSumOffset)};
   }
 };
 
@@ -499,6 +556,66 @@ __device__ __forceinline__ ReverseChunkWork locate_reverse_chunk(const ChunkedBa
 
 }  // namespace backward_detail
 
+namespace backward_detail {
+
+//! Phases (D) and (E) of a chunked-scan ticket whose CTA owns a whole block (ScanLayout's kDxInScan): (D) keeps each
+//! thread's rows of dx's direct path, dgx and dga in registers and stores only dgx and dga (fp32, for the
+//! weight-gradient kernel); then, once every thread has read the tiles they replace, the two gradient tiles are
+//! staged for (E), the d a_param partial row is summed (tile_da_param, whose barrier also publishes the staged
+//! tiles), each warp runs its outputs' chains of products (block/scan_dx_product.cuh), and each thread finishes and
+//! stores dx of its own rows. `first_token`: the chunk's first token; dgx and dga rows count from p.row_offset.
+template <class Config, class Thread>
+__device__ __forceinline__ void gradients_and_dx(const BackwardScanParams<typename Config::Element>& p,
+                                                 const ScanTiles<Config, true>& tiles,
+                                                 const StagedChunk<Config>& staged, const Thread& me, int valid,
+                                                 std::int64_t first_token, std::int64_t col0,
+                                                 DaParamShares<Config>& da_shares, float* da_param_row, int thread,
+                                                 std::int64_t ticket) {
+  using Dx = ScanDxProduct<Config>;
+  using Grid = typename Dx::Grid;
+  constexpr int kRows = Thread::kRowsPerThread;
+  constexpr int kStep = Thread::kRowStep;
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kTileFloats = Config::kTimeChunk * kWT;
+  const std::int64_t W = p.width;
+  const std::int64_t first_row = (first_token - p.row_offset) * W + col0 + me.q;
+  float direct[kRows][4], dgx_rows[kRows][4], dga_rows[kRows][4];
+  chunk_row_gradients<Config, kRows, kStep, false>(
+      staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, da_shares,
+      [&](int j, int r, const float (&dx)[4], const float (&dgx)[4], const float (&dga)[4]) {
+        store_vector<float, 4>(p.dgx_f32 + first_row + r * W, dgx);
+        store_vector<float, 4>(p.dga_f32 + first_row + r * W, dga);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          direct[j][v] = dx[v];
+          dgx_rows[j][v] = dgx[v];
+          dga_rows[j][v] = dga[v];
+        }
+      });
+  __syncthreads();  // the gate, u and dh tiles are read: (E) takes their memory
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
+  Dx::template stage_rows<kRows, kStep>(tiles.grad_stage, dgx_rows, me.row0, me.q, valid);
+  Dx::template stage_rows<kRows, kStep>(tiles.grad_stage + kTileFloats, dga_rows, me.row0, me.q, valid);
+  tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials, da_param_row, thread);
+
+  // ---- (E) dx = dx_direct + dgx · Wxᵀ + dga · Waᵀ, the dx kernel's chain for every element ------------------------
+  const int warp = thread / 32;
+  const int warp_row0 = (warp / Grid::kWarpsN) * Grid::kWarpRows;
+  const int warp_col0 = (warp % Grid::kWarpsN) * Grid::kWarpCols;
+  constexpr int kWeightStride = Config::PairedForward::kWeightStride;
+  float acc[Grid::kMBlocks][Grid::kNBlocks][4] = {};
+  Dx::accumulate(acc, tiles.grad_stage, tiles.weights, kWeightStride, warp_row0, warp_col0, thread % 32);
+  Dx::accumulate(acc, tiles.grad_stage + kTileFloats, tiles.weights + kWT, kWeightStride, warp_row0, warp_col0,
+                 thread % 32);
+  Dx::store_sums(tiles.sums, acc, warp_row0, warp_col0, thread % 32);
+  __syncthreads();
+  Dx::template finish_rows<kRows, kStep>(tiles.sums, direct, me.row0, me.q, valid,
+                                         p.dx + first_token * W + col0 + me.q, W);
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // dx and the d a_param partial row are written
+}
+
+}  // namespace backward_detail
+
 //! The chunked backward scan: one CTA per (chunk slot, width tile) ticket, in any grid shape. Each CTA runs the
 //! sequential kernel's phases on its one chunk: (A), (P), (B) and the forward replay from the chunk's checkpoint in
 //! parallel with every other chunk; then its reverse recurrence from the carry chunk j + 1 publishes (dh_final in
@@ -561,7 +678,8 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_sca
     for (int r = thread; r < valid; r += Config::kThreads) p.live_tokens[begin + chunk_start + r] = 1;
   }
 
-  using Thread = backward_detail::ScanThread<Config>;
+  // With dh over a_bar (kDxInScan), the replay and the reverse recurrence of a channel run on one thread, in order.
+  using Thread = backward_detail::ScanThread<Config, Config::kConcurrentRecurrences && !Layout::kDxInScan>;
   const Thread me(thread, p.a_param, col0);
 
   // ---- (A) the chunk's inputs, the checkpoint, dh_final in the last chunk ----------------------------------
@@ -598,14 +716,17 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_sca
   }
 
   // ---- (B) a_bar, u of every token and channel of the tile ----------------------------------------------------
-  backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep, Layout::kGatesInWeights>(
-      staged, me.log_a_coeff, me.row0, valid, tiles.a_bar, tiles.u, tiles.x);
+  backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep, Layout::kGatesInWeights,
+                               !Layout::kDxInScan>(staged, me.log_a_coeff, me.row0, valid, tiles.a_bar, tiles.u,
+                                                   tiles.x);
   __syncthreads();
   if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(2, ticket);  // the projection and the gates are done
 
   // ---- (C) the replay from the checkpoint; the reverse recurrence on the chain --------------------------------
   if (me.h_thread) backward_detail::replay_chunk<Config>(tiles.u, tiles.a_bar, carry, valid, thread);
-  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(3, ticket);  // the replay is done (thread 0 runs one)
+  // The replay is done (thread 0 runs one; with kDxInScan it then runs its channel's reverse recurrence too, so
+  // event 4 includes no wait for the replay elsewhere).
+  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(3, ticket);
   if (me.dh_thread) {
     if (!last_chunk) {
       // Chunk j + 1's term a_bar · dh, as if its first token were this chunk's next: reverse_step then adds
@@ -627,17 +748,24 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_sca
   }
   __syncthreads();
 
-  // ---- (D) gradients of every token and channel, and the chunk's d a_param --------------------------------------
-  const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
+  // ---- (D) gradients of every token and channel, and the chunk's d a_param (and (E), dx, where the CTA owns a
+  //      whole block) ------------------------------------------------------------------------------------------
   backward_detail::DaParamShares<Config> da_shares;
-  backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
-      staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, rows,
-      (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
-  __syncthreads();
-  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
-  backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials,
-                                         p.da_param_partial + work.slot * W + col0, thread);
-  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // the d a_param partial row is written
+  float* const da_param_row = p.da_param_partial + work.slot * W + col0;
+  if constexpr (Layout::kDxInScan) {
+    backward_detail::gradients_and_dx<Config, Thread>(p, tiles, staged, me, valid, begin + chunk_start, col0,
+                                                      da_shares, da_param_row, thread, ticket);
+  } else {
+    const backward_detail::ChunkGradientRows<Config> rows{p.dx,           p.dgx,    p.dga,
+                                                          p.dx_direct_f32, p.dgx_f32, p.dga_f32};
+    backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+        staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, rows,
+        (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
+    __syncthreads();
+    if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
+    backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials, da_param_row, thread);
+    if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // the d a_param partial row is written
+  }
 }
 
 #endif  // __CUDACC__

@@ -37,7 +37,8 @@
 //!   scan kernels write the partials, the chain's part only the chunked one); and, when dh0 == dh_final (a state
 //!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
 //! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·Tr·W·4 = 12·Tr·W
-//!   bytes (transient, inside this call only), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
+//!   bytes (transient, inside this call only; the direct path's rows stay unused where the chunked scan computes dx,
+//!   BackwardConfig::kDxInChunkedScan, and are kept so that the size never depends on the scan kAuto picks), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
 //!   dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T / 1024); in time slices (takes_time_slices: one
 //!   dense sequence longer than a slice, through the chunked scan, and a workspace below workspace_size(args) and
 //!   at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S = its segments (dW and db are then
@@ -266,7 +267,12 @@ class Backward {
       return kScan == BackwardScan::kChunked;
     } else {
       const ProblemShape& s = args.shape;
-      if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
+      if (s.num_sequences <= 0) return false;
+      // A chunked scan that computes dx itself runs wherever it can: it saves the dx kernel and the fp32 rows of dx's
+      // direct path, and its tickets of short sequences wait for no carry.
+      if (Config::kDxInChunkedScan)
+        return Chain::check_tickets(s).ok() && check_shared_memory(ChunkLayout::kSharedBytes).ok();
+      if (s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
       if (!Config::kFused) return true;
       double sequential_resident = 0, chunked_resident = 0;
@@ -347,6 +353,7 @@ class Backward {
       scan.dga_f32 = reinterpret_cast<float*>(base + ws.dga);
       scan.dx_direct_f32 = reinterpret_cast<float*>(base + ws.dx_direct);
       scan.live_tokens = live_tokens;
+      if constexpr (Config::kDxInChunkedScan) scan.dx = static_cast<Element*>(args.dx);  // the chunked scan's (E)
     }
     // Every chunk slot's partial row starts at zero (slots without a chunk add nothing to the ordered sum).
     HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.da_param_partial, 0, ws.partial_bytes, stream));
@@ -358,7 +365,8 @@ class Backward {
       }
     }
     if (!sliced) {
-      if (runs_chunked_scan(args)) {
+      const bool chunked_scan = runs_chunked_scan(args);
+      if (chunked_scan) {
         ChunkedBackwardScanParams<Element> chunked;
         HAWK_RETURN_IF_ERROR(prepare_chunked_scan(args, ws, base, scan, chunked, stream));
         HAWK_RETURN_IF_ERROR(launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets), stream));
@@ -369,9 +377,10 @@ class Backward {
         kernel<<<ctas, Config::kThreads, Layout::kSharedBytes, stream>>>(scan);
         HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_scan_kernel"));
       }
-      // (2) fused: the block-diagonal products
+      // (2) fused: the block-diagonal products (dW alone where the chunked scan computed dx)
       if constexpr (Config::kFused)
-        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, stream));
+        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens,
+                                             !(chunked_scan && Config::kDxInChunkedScan), stream));
     }
 
     OrderedSumJobs jobs;
@@ -430,7 +439,8 @@ class Backward {
   //! segments), then an ordered sum that adds the slice's dW, db segments onto the outputs (the last slice's sum
   //! starts from zero, as the one-pass sum does, so the additions and their order are the one pass's). A slice's
   //! scan starts after the previous slice's dx ended (a plain launch), and dx ended after that slice's weight
-  //! gradients: nothing overwrites rows still read.
+  //! gradients (or, where the chunked scan computes dx, after that slice's ordered sum, behind its weight
+  //! gradients): nothing overwrites rows still read.
   static Status run_time_slices(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const BackwardScanParams<Element>& scan,
                                 const unsigned int* checks, const std::uint8_t* live_tokens, cudaStream_t stream) {
@@ -455,7 +465,8 @@ class Backward {
       chunked.scan.row_offset = first_token;
       HAWK_RETURN_IF_ERROR(
           launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
-      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token, stream));
+      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token,
+                                           !Config::kDxInChunkedScan, stream));
       // After dx, which ended after the weight gradients: the slice's segments onto dW, db (the last slice's from 0).
       OrderedSumJobs add;
       add.checks = checks;
@@ -472,10 +483,11 @@ class Backward {
   //! end), whose rows and dW / db partial rows are the workspace's first (the workspace holds this launch's
   //! segments' partials, a slice's or every one's): the weight gradients first, dx behind them, overlapping their last
   //! wave where the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its
-  //! CTAs ends after the weight-gradient grid.
+  //! CTAs ends after the weight-gradient grid. `with_dx` false: the weight gradients alone (the chunked scan of a
+  //! kDxInChunkedScan configuration has written dx).
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
-                                std::int64_t first_token, std::int64_t end_token, cudaStream_t stream) {
+                                std::int64_t first_token, std::int64_t end_token, bool with_dx, cudaStream_t stream) {
     const ProblemShape& s = args.shape;
     const auto H = static_cast<unsigned int>(s.num_blocks);
     const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
@@ -504,6 +516,7 @@ class Backward {
                        static_cast<unsigned int>(end_segment - wg.first_segment));
     wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
+    if (!with_dx) return Status::success();
 
     BackwardDxParams<Element> dx;
     dx.checks = checks;
