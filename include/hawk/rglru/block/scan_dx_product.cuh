@@ -49,7 +49,8 @@ struct ScanDxProduct {
   static constexpr bool kExactWeights = sizeof(Element) == 2;  // a widened bf16 or fp16 value is exact in tf32
   using Grid = ProductWarpGrid<kRows, kW, Config::kThreads>;
   static constexpr std::size_t kTileBytes = sizeof(float) * kRows * kW;
-  static_assert(kW % 32 == 0 && kW == Config::kWidthTile, "ScanDxProduct: whole-block tiles of 8 column groups or more");
+  static_assert(kW % 32 == 0 && kW == Config::kWidthTile,
+                "ScanDxProduct: whole-block tiles of 8 column groups or more");
 
   //! Where (row, col) of a swizzled [kRows][kW] fp32 tile lies.
   static __device__ __forceinline__ int at(int row, int col) { return row * kW + (col ^ ((row & 7) << 2)); }

@@ -598,7 +598,7 @@ __device__ __forceinline__ void gradients_and_dx(const BackwardScanParams<typena
   Dx::template stage_rows<kRows, kStep>(tiles.grad_stage + kTileFloats, dga_rows, me.row0, me.q, valid);
   tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials, da_param_row, thread);
 
-  // ---- (E) dx = dx_direct + dgx · Wxᵀ + dga · Waᵀ, the dx kernel's chain for every element ------------------------
+  // ---- (E) dx = dx_direct + dgx · Wxᵀ + dga · Waᵀ, the dx kernel's chain for every element ----------------------
   const int warp = thread / 32;
   const int warp_row0 = (warp / Grid::kWarpsN) * Grid::kWarpRows;
   const int warp_col0 = (warp % Grid::kWarpsN) * Grid::kWarpCols;

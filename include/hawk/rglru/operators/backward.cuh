@@ -36,14 +36,15 @@
 //!   d a_param partials, one row per chunk slot, R·W·4 bytes (R = T / TimeChunk + N, the checkpoint rows; both
 //!   scan kernels write the partials, the chain's part only the chunked one); and, when dh0 == dh_final (a state
 //!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
-//! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·Tr·W·4 = 12·Tr·W
-//!   bytes (transient, inside this call only; the direct path's rows stay unused where the chunked scan computes dx,
-//!   BackwardConfig::kDxInChunkedScan, and are kept so that the size never depends on the scan kAuto picks), and the per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and
-//!   dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T / 1024); in time slices (takes_time_slices: one
-//!   dense sequence longer than a slice, through the chunked scan, and a workspace below workspace_size(args) and
-//!   at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S = its segments (dW and db are then
-//!   summed slice by slice onto the outputs themselves); and T bytes of live-token flags when a token can
-//!   belong to no sequence the backward runs (`state_index` given, or packed with the device checks off).
+//! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·Tr·W·4 = 12·Tr·W bytes
+//!   (transient, inside this call only; the direct path's rows stay unused where the chunked scan computes dx,
+//!   BackwardConfig::kDxInChunkedScan, and are kept so that the size never depends on the scan kAuto picks), and the
+//!   per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T
+//!   / 1024); in time slices (takes_time_slices: one dense sequence longer than a slice, through the chunked scan, and
+//!   a workspace below workspace_size(args) and at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S
+//!   = its segments (dW and db are then summed slice by slice onto the outputs themselves); and T bytes of live-token
+//!   flags when a token can belong to no sequence the backward runs (`state_index` given, or packed with the device
+//!   checks off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
 //! (T·W·4 / TimeChunk bytes).
 //!
