@@ -18,6 +18,31 @@ namespace {
 using namespace rglru_backward_test;
 using hawk::rglru::BackwardScan;
 
+//! A fused problem (width W, H = 2) with its upstream gradients, after the forward `Forward` wrote its checkpoints:
+//! what every case below runs its backward configurations on.
+template <class E, class Forward>
+struct Forwarded {
+  Problem p;
+  Upstream u;
+  DeviceProblem<E> d;
+
+  Forwarded(std::int64_t width, const std::vector<std::int64_t>& lengths, bool packed, bool with_h0)
+      : p(rglru_test::make_problem<E>(width, 2, lengths, packed, GateMode::kFused, Forward::ResetPolicy::kMode,
+                                      with_h0)),
+        u(make_upstream<E>(p, true)),
+        d(p, hawk::rglru::kDefaultTimeChunk) {
+    const hawk::Status status = rglru_test::run_forward<Forward>(d.arguments(p), d.workspace);
+    INFO("forward: " << status.to_string());
+    REQUIRE(status.ok());
+  }
+
+  //! Backward<Config, Scan> into fresh poisoned outputs (run_backward_config).
+  template <class Config, BackwardScan Scan>
+  HostGradients backward() {
+    return run_backward_config<Config, Scan>(p, u, d);
+  }
+};
+
 //! Both scan kernels of `Retiled` and the chunked one of `Paired` (the reference: BackwardConfig<Forward> in the
 //! forward's tiles at w = 256 and 128; at w = 64 the 32-channel tiles, whose sequential scan leaves dx to the dx
 //! kernel) give the bits of Paired's sequential scan, every gradient, after the forward `Forward` (block width w,
@@ -27,18 +52,12 @@ void check_configs_agree(const std::vector<std::int64_t>& lengths, bool packed, 
   INFO("policy=" << Policy::kName << " w=" << Forward::kBlockWidth << " tiles " << Paired::kWidthTile << " / "
                  << Retiled::kWidthTile << " packed=" << packed << " h0=" << with_h0 << " N=" << lengths.size()
                  << " first length=" << lengths.front());
-  const Problem p = rglru_test::make_problem<E>(2 * Forward::kBlockWidth, 2, lengths, packed, GateMode::kFused,
-                                                Policy::kMode, with_h0);
-  const Upstream u = make_upstream<E>(p, true);
-  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-  const hawk::Status forward_status = rglru_test::run_forward<Forward>(d.arguments(p), d.workspace);
-  INFO("forward: " << forward_status.to_string());
-  REQUIRE(forward_status.ok());
-  const HostGradients paired = run_backward_config<Paired, BackwardScan::kSequential>(p, u, d);
-  const std::vector<unsigned char> want = paired.all_bytes();
-  CHECK(run_backward_config<Retiled, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
-  CHECK(run_backward_config<Retiled, BackwardScan::kSequential>(p, u, d).all_bytes() == want);
-  CHECK(run_backward_config<Paired, BackwardScan::kChunked>(p, u, d).all_bytes() == want);
+  static_assert(Policy::kMode == Forward::ResetPolicy::kMode, "check_configs_agree: the forward's reset policy");
+  Forwarded<E, Forward> f(2 * Forward::kBlockWidth, lengths, packed, with_h0);
+  const std::vector<unsigned char> want = f.template backward<Paired, BackwardScan::kSequential>().all_bytes();
+  CHECK(f.template backward<Retiled, BackwardScan::kChunked>().all_bytes() == want);
+  CHECK(f.template backward<Retiled, BackwardScan::kSequential>().all_bytes() == want);
+  CHECK(f.template backward<Paired, BackwardScan::kChunked>().all_bytes() == want);
 }
 
 //! The default dispatch's 16-bit w = 256 backward against BackwardConfig<its forward>.
@@ -121,15 +140,11 @@ TEST_CASE("backward scan width: the whole-block chunked scan's dx with three tf3
   using OnePass = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
   using ThreePasses = hawk::rglru::BackwardConfig<Forward, 3>;
   static_assert(OnePass::kTf32Passes == 1 && ThreePasses::kDxInChunkedScan, "the configurations this case is about");
-  const Problem p = rglru_test::make_problem<E>(128, 2, {17, 0, 130, 64, 1, 300}, true, GateMode::kFused,
-                                                Policy::kMode, true);
-  const Upstream u = make_upstream<E>(p, true);
-  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
-  const HostGradients three = run_backward_config<ThreePasses, BackwardScan::kChunked>(p, u, d);
-  check_against_reference<E>(p, u, three);
-  CHECK(three.all_bytes() == run_backward_config<ThreePasses, BackwardScan::kSequential>(p, u, d).all_bytes());
-  const HostGradients one = run_backward_config<OnePass, BackwardScan::kChunked>(p, u, d);
+  Forwarded<E, Forward> f(128, {17, 0, 130, 64, 1, 300}, true, true);
+  const HostGradients three = f.template backward<ThreePasses, BackwardScan::kChunked>();
+  check_against_reference<E>(f.p, f.u, three);
+  CHECK(three.all_bytes() == f.template backward<ThreePasses, BackwardScan::kSequential>().all_bytes());
+  const HostGradients one = f.template backward<OnePass, BackwardScan::kChunked>();
   CHECK(one.dx_bytes != three.dx_bytes);
   CHECK(one.dWx_bytes != three.dWx_bytes);
   const auto c = hawk_test::compare(one.dx, three.dx);
@@ -163,14 +178,10 @@ TEST_CASE("backward scan width: fp32 w = 256, whose chunked scan stores its gate
   static_assert(std::is_same<Config, hawk::rglru::BackwardConfig<Forward>>::value &&
                     hawk::rglru::backward_detail::ScanLayout<Config, true>::kGatesInWeights,
                 "fp32 w = 256: the chunked scan's second arrangement");
-  const Problem p = rglru_test::make_problem<E>(512, 2, {17, 0, 130, 65, 1}, true, GateMode::kFused, Policy::kMode,
-                                                true);
-  const Upstream u = make_upstream<E>(p, true);
-  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
-  const HostGradients chunked = run_backward_config<Config, BackwardScan::kChunked>(p, u, d);
-  check_against_reference<E>(p, u, chunked);
-  CHECK(chunked.all_bytes() == run_backward_config<Config, BackwardScan::kSequential>(p, u, d).all_bytes());
+  Forwarded<E, Forward> f(512, {17, 0, 130, 65, 1}, true, true);
+  const HostGradients chunked = f.template backward<Config, BackwardScan::kChunked>();
+  check_against_reference<E>(f.p, f.u, chunked);
+  CHECK(chunked.all_bytes() == f.template backward<Config, BackwardScan::kSequential>().all_bytes());
 }
 
 TEST_CASE("backward scan width: control, 32-channel tiles with their own d a_param grouping change d a_param only",
@@ -181,12 +192,9 @@ TEST_CASE("backward scan width: control, 32-channel tiles with their own d a_par
   using Wide = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
   using OwnGrouping = hawk::rglru::BackwardConfig<typename Wide::PairedForward>;
   static_assert(OwnGrouping::kDaParamRowStep == 32 && Wide::kDaParamRowStep == 64, "the control's groupings");
-  const Problem p = rglru_test::make_problem<E>(512, 2, {1000, 700}, true, GateMode::kFused, Policy::kMode, true);
-  const Upstream u = make_upstream<E>(p, true);
-  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
-  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
-  const HostGradients shipped = run_backward_config<Wide, BackwardScan::kChunked>(p, u, d);
-  const HostGradients own = run_backward_config<OwnGrouping, BackwardScan::kChunked>(p, u, d);
+  Forwarded<E, Forward> f(512, {1000, 700}, true, true);
+  const HostGradients shipped = f.template backward<Wide, BackwardScan::kChunked>();
+  const HostGradients own = f.template backward<OwnGrouping, BackwardScan::kChunked>();
   CHECK(own.da_param_bytes != shipped.da_param_bytes);
   // Every other gradient the same: all bytes with d a_param's left out (all_bytes ends with them).
   std::vector<unsigned char> own_rest = own.all_bytes(), shipped_rest = shipped.all_bytes();

@@ -86,13 +86,18 @@ __device__ __forceinline__ void read_a_rows_ldmatrix(const float* tile, int stri
   for (int e = 0; e < 4; ++e) a[e] = __uint_as_float(words[e]);
 }
 
-//! Round one staged 16-byte piece of fp32 values to tf32 in place, by to_tf32_operand itself (one pass), so that
-//! the warps reading it need not round it each: the values they read are the ones they would have rounded to.
+//! Four fp32 values rounded to tf32 by to_tf32_operand itself (one pass), as the float4 a staged piece holds.
+__device__ __forceinline__ float4 rounded_to_tf32(const float (&values)[4]) {
+  const Tf32Operand<1, 4> rounded = to_tf32_operand<1, false>(values);
+  return make_float4(rounded.hi[0], rounded.hi[1], rounded.hi[2], rounded.hi[3]);
+}
+
+//! Round one staged 16-byte piece of fp32 values to tf32 in place (rounded_to_tf32), so that the warps reading it
+//! need not round it each: the values they read are the ones they would have rounded to.
 __device__ __forceinline__ void round_piece_to_tf32(float* piece) {
   const float4 staged = *reinterpret_cast<const float4*>(piece);
   const float values[4] = {staged.x, staged.y, staged.z, staged.w};
-  const Tf32Operand<1, 4> rounded = to_tf32_operand<1, false>(values);
-  *reinterpret_cast<float4*>(piece) = make_float4(rounded.hi[0], rounded.hi[1], rounded.hi[2], rounded.hi[3]);
+  *reinterpret_cast<float4*>(piece) = rounded_to_tf32(values);
 }
 
 //! One warp's A fragment from a tile that stores A k-major (A[m][k] at tile[k * stride + m]: x[t][i] read as

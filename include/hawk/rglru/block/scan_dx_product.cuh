@@ -66,14 +66,9 @@ struct ScanDxProduct {
       const int r = row0 + j * RowStep;
       if (r >= kRows) break;
       float4 staged = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (r < valid) {
-        if constexpr (kRoundWhenStaged) {
-          const Tf32Operand<1, 4> rounded = to_tf32_operand<1, false>(rows[j]);
-          staged = make_float4(rounded.hi[0], rounded.hi[1], rounded.hi[2], rounded.hi[3]);
-        } else {
-          staged = make_float4(rows[j][0], rows[j][1], rows[j][2], rows[j][3]);
-        }
-      }
+      if (r < valid)
+        staged = kRoundWhenStaged ? rounded_to_tf32(rows[j])
+                                  : make_float4(rows[j][0], rows[j][1], rows[j][2], rows[j][3]);
       *reinterpret_cast<float4*>(tile + at(r, q)) = staged;
     }
   }

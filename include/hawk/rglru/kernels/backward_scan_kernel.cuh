@@ -137,21 +137,31 @@ namespace backward_detail {
 //! ScanLayout chooses between the chunked fused kernel's two arrangements.
 constexpr int scan_ctas_per_sm90(std::size_t bytes) { return static_cast<int>((228u * 1024u) / (bytes + 1024u)); }
 
-//! The regions of one scan CTA's shared memory (bytes, 128-byte aligned), for ScanLayout below; GatesInWeights
-//! selects the chunked fused kernel's second arrangement.
-template <class Config, bool OneChunk, bool GatesInWeights>
-struct ScanRegions {
+//! The sizes of a scan CTA's regions (bytes, 128-byte aligned), which every arrangement below lays out its own way.
+template <class Config>
+struct ScanRegionSizes {
   using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
   static constexpr int kC = Config::kTimeChunk;
   static constexpr int kWT = Config::kWidthTile;
-  static constexpr int kInputStages = Config::kFused || OneChunk ? 1 : 2;
-  static constexpr int kChunkStages = OneChunk ? 1 : 2;  //!< dy and reset-flag stages
   //! The forward's input stage: fused = x rows of the block; gate-logits = x, gx, ga tiles.
   static constexpr std::size_t kInputBytes = PairedForward::kStageBytes;
   static constexpr std::size_t kDyBytes = detail::round_up_bytes(sizeof(Element) * kC * kWT);
   static constexpr std::size_t kTileBytes = detail::round_up_bytes(sizeof(float) * kC * kWT);
   static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(kC));
+  static constexpr std::size_t kPartialBytes =  // the d a_param shares: [kDaParamRowStep][WidthTile]
+      detail::round_up_bytes(sizeof(float) * Config::kDaParamRowStep * kWT);
+};
+
+//! The regions of one scan CTA's shared memory (bytes, 128-byte aligned), for ScanLayout below; GatesInWeights
+//! selects the chunked fused kernel's second arrangement.
+template <class Config, bool OneChunk, bool GatesInWeights>
+struct ScanRegions : ScanRegionSizes<Config> {
+  using Sizes = ScanRegionSizes<Config>;
+  using typename Sizes::PairedForward;
+  using Sizes::kInputBytes, Sizes::kDyBytes, Sizes::kTileBytes, Sizes::kResetBytes, Sizes::kPartialBytes;
+  static constexpr int kInputStages = Config::kFused || OneChunk ? 1 : 2;
+  static constexpr int kChunkStages = OneChunk ? 1 : 2;  //!< dy and reset-flag stages
 
   // The chunked fused kernel holds one chunk, so regions whose phases do not overlap share memory: the weight tile
   // is dead once the projection (P) has run, the staged inputs once the gate phase (B) has read them (in fused mode
@@ -170,8 +180,6 @@ struct ScanRegions {
   static constexpr bool kXABarInWeights = !kGatesInWeights && 2 * kTileBytes <= kDeadWeightBytes;
   static constexpr bool kUInWeights = !kGatesInWeights && 3 * kTileBytes <= kDeadWeightBytes;
   static constexpr bool kDhInInputs = kFusedOneChunk && kTileBytes <= kInputBytes;
-  static constexpr std::size_t kPartialBytes =  // the d a_param shares: [kDaParamRowStep][WidthTile]
-      detail::round_up_bytes(sizeof(float) * Config::kDaParamRowStep * kWT);
   static constexpr bool kPartialsInWeights = kPartialBytes <= kDeadWeightBytes;
   //! Whether the arrangement is possible at all (GatesInWeights: gates, x and a_bar in the weight tile, u and dh in
   //! the inputs).
@@ -221,17 +229,11 @@ struct ScanRegions {
 //! the sums over u, the d a_param shares over dh. Order of the regions: weights, bias, staged rows, dy, gates, u,
 //! a_bar / dh, reset flags, ticket.
 template <class Config>
-struct DxScanRegions {
-  using PairedForward = typename Config::PairedForward;
-  using Element = typename Config::Element;
-  static constexpr int kC = Config::kTimeChunk;
-  static constexpr int kWT = Config::kWidthTile;
+struct DxScanRegions : ScanRegionSizes<Config> {
+  using Sizes = ScanRegionSizes<Config>;
+  using typename Sizes::PairedForward;
+  using Sizes::kInputBytes, Sizes::kDyBytes, Sizes::kTileBytes, Sizes::kResetBytes, Sizes::kPartialBytes;
   static constexpr int kInputStages = 1;
-  static constexpr std::size_t kInputBytes = PairedForward::kStageBytes;
-  static constexpr std::size_t kDyBytes = detail::round_up_bytes(sizeof(Element) * kC * kWT);
-  static constexpr std::size_t kTileBytes = detail::round_up_bytes(sizeof(float) * kC * kWT);
-  static constexpr std::size_t kResetBytes = detail::round_up_bytes(static_cast<std::size_t>(kC));
-  static constexpr std::size_t kPartialBytes = detail::round_up_bytes(sizeof(float) * Config::kDaParamRowStep * kWT);
   static constexpr bool kGatesInWeights = false;
   static constexpr bool kDxInScan = true;
 
@@ -756,8 +758,7 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_sca
     backward_detail::gradients_and_dx<Config, Thread>(p, tiles, staged, me, valid, begin + chunk_start, col0,
                                                       da_shares, da_param_row, thread, ticket);
   } else {
-    const backward_detail::ChunkGradientRows<Config> rows{p.dx,           p.dgx,    p.dga,
-                                                          p.dx_direct_f32, p.dgx_f32, p.dga_f32};
+    const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
     backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
         staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, rows,
         (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
