@@ -325,7 +325,7 @@ int main(int argc, char** argv) {
   }
   {
     Problem p(Shape{16, 1024, 1024, 16, 0});
-    both_scans<64, 64, 16>(p);  // shipped (the forward's tiles): the chunked scan computes dx (kDxInChunkedScan)
+    both_scans<64, 64, 16>(p);  // shipped (the forward's tiles): both scans compute dx (kDxInScan)
     // Shipped from 2026-12-03 to the thirty-first session, now the compact configuration: 32-channel tiles of 128
     // threads, the same grouping; the backward alone 404.5 against 426.4 us through the sequential scans
     // (bench/results/2026-12-03-h200-1f8890f-probes).

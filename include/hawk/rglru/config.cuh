@@ -357,16 +357,14 @@ struct BackwardConfig {
   static constexpr int kDaParamRowStep = DaParamRowStep_ == 0 ? kScanRowStep : DaParamRowStep_;
   //! The groups one thread accumulates apart: its rows k · kScanRowStep apart fall in kDaParamGroups groups.
   static constexpr int kDaParamGroups = kDaParamRowStep / kScanRowStep;
-  //! Whether the chunked scan computes dx itself (phase E, block/scan_dx_product.cuh): fused 16-bit blocks of 64
+  //! Whether both scans compute dx themselves (phase E, block/scan_dx_product.cuh): fused 16-bit blocks of 64
   //! channels in whole-block tiles of 256 threads and chunks of 64 tokens. Only a CTA that owns a whole block holds
   //! every o of a token's dgx and dga, so only it can run dx's chain of products in the dx kernel's order (the same
   //! bits); the product kernel then computes dW alone, and the fp32 direct path of dx never leaves the CTA. Its
-  //! one-chunk layout (ScanLayout, kDxInScan) keeps the weight tile for (E) and fits two CTAs an SM of sm_90. The
-  //! sequential scan of such a configuration keeps the dx kernel. The d a_param shares lie over one fp32 tile of the
-  //! chunk there: at most TimeChunk groups.
-  static constexpr bool kDxInChunkedScan = kFused && sizeof(Element) == 2 && kBlockWidth == 64 &&
-                                           kWidthTile == kBlockWidth && kThreads == 256 && kTimeChunk == 64 &&
-                                           kDaParamRowStep <= kTimeChunk;
+  //! layouts (ScanLayout: DxScanRegions) keep the weight tile for (E) and fit two CTAs an SM of sm_90. The d a_param
+  //! shares lie over one fp32 tile of the chunk there: at most TimeChunk groups.
+  static constexpr bool kDxInScan = kFused && sizeof(Element) == 2 && kBlockWidth == 64 && kWidthTile == kBlockWidth &&
+                                    kThreads == 256 && kTimeChunk == 64 && kDaParamRowStep <= kTimeChunk;
 
   // ---- block-diagonal products (fused mode) ----------------------------------------------------------------
   //! Both product kernels: 8 warps (ProductWarpGrid also lays out 16, for 512-thread tiles the products probe

@@ -56,8 +56,8 @@
 //! Backward: `hawk::rglru::backward(args, workspace, workspace_bytes, stream)` runs
 //! `Backward<DefaultBackwardConfig<F>::type>` where F is the forward configuration that `hawk::rglru::forward` picks
 //! for the same (dtype, mode, reset mode, w): BackwardConfig<F>, with F's bits, except that 16-bit w = 256 runs its
-//! scan in wider width tiles (DefaultBackwardConfig says why; the same bits); 16-bit w = 64's chunked scan computes dx
-//! itself (BackwardConfig::kDxInChunkedScan; the same bits). Every shipped configuration has TimeChunk =
+//! scan in wider width tiles (DefaultBackwardConfig says why; the same bits); 16-bit w = 64's scans compute dx
+//! themselves (BackwardConfig::kDxInScan; the same bits). Every shipped configuration has TimeChunk =
 //! kDefaultTimeChunk = 64, so `args.checkpoint_chunk` must be 64 here; a forward run with a custom TimeChunk needs `Backward<BackwardConfig<ThatConfig>>` (sized for sm_90:
 //! on a 99 KB GPU, 16-bit blocks of a multiple of 128 also need BackwardConfig's WeightGradStep_ and DxStep_ of 32).
 //!
@@ -195,12 +195,10 @@ struct DefaultWgmmaPersistentConfig {
 //!   CTA per SM, gained less). The sequential scan with 32-channel tiles holds one CTA per SM (138.8 KB; two with
 //!   16): at (4, 4096, 2560, 10) the backward took 2139.1 us through it, 2112.8 through 16-channel sequential tiles
 //!   and 1782.9 through the chunked scan, which kAuto runs there (bench/results/2026-12-03-h200-1ccba9f-probes/).
-//! 16-bit w = 64 keeps its forward's whole-block tiles (64 channels, 256 threads): their chunked scan computes dx itself
-//! (BackwardConfig::kDxInChunkedScan), in a layout that holds two CTAs an SM, and runs wherever it can. Before it, the
-//! backward ran 32-channel tiles of 128 threads (every kernel within 90 KB; now the compact configuration of 99 KB
-//! GPUs, compact_config.cuh): at (16, 1024, 1024, 16) the backward alone through their sequential scan and the dx
-//! kernel took 346.9 us, through the whole-block chunked scan with dx 315.6 (H200, bf16, 2026-12-05, a first version of
-//! this scan, bench/results/2026-12-05-h200-f788bf7-stacked-branches/).
+//! 16-bit w = 64 keeps its forward's whole-block tiles (64 channels, 256 threads): both its scans compute dx themselves
+//! (BackwardConfig::kDxInScan), in layouts that hold two CTAs an SM, and kAuto picks between them by waves as for
+//! every fused configuration. Before them, the backward ran 32-channel tiles of 128 threads (every kernel within
+//! 90 KB; now the compact configuration of 99 KB GPUs, compact_config.cuh).
 //! fp32 keeps its forward's tiles (32-channel w = 256 tiles would leave one CTA per SM); so does w = 128 (64-channel
 //! tiles were slower in training at the seed shape, whose sequential scan kAuto runs).
 template <class Config>

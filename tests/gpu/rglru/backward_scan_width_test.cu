@@ -2,9 +2,9 @@
 // scan tiles (DefaultBackwardConfig, dispatch.cuh) where the forward it pairs with runs 16, keeping the 16-channel
 // tiles' d a_param token grouping (BackwardConfig's DaParamRowStep), and its chunked scan stores its gates in the
 // dead weight tile (ScanLayout's kGatesInWeights, three CTAs per SM; fp32 w = 256 too, below); it runs 16-bit w = 64
-// in the forward's whole-block tiles (64 channels, 256 threads), whose chunked scan computes dx itself (phase E,
-// BackwardConfig::kDxInChunkedScan) where the sequential one and the 32-channel tiles of 128 threads (shipped before
-// it, now the compact configuration) leave dx to the dx product kernel. Every gradient of both scan kernels must be
+// in the forward's whole-block tiles (64 channels, 256 threads), whose scans compute dx themselves (phase E,
+// BackwardConfig::kDxInScan) where the 32-channel tiles of 128 threads (shipped before them, now the compact
+// configuration) leave dx to the dx product kernel. Every gradient of both scan kernels must be
 // bitwise the same across tiles, at every tail (L = 1, 2, odd, not a
 // multiple of the chunk; packed with an empty sequence; resets at t = 0, mid-chunk, at chunk edges, consecutive).
 // Control: the same 32-channel tiles with their own grouping (DaParamRowStep 0) must change d a_param's bits and
@@ -44,9 +44,8 @@ struct Forwarded {
 };
 
 //! Both scan kernels of `Retiled` and the chunked one of `Paired` (the reference: BackwardConfig<Forward> in the
-//! forward's tiles at w = 256 and 128; at w = 64 the 32-channel tiles, whose sequential scan leaves dx to the dx
-//! kernel) give the bits of Paired's sequential scan, every gradient, after the forward `Forward` (block width w,
-//! H = 2).
+//! forward's tiles at w = 256 and 128; at w = 64 the 32-channel tiles, whose scans leave dx to the dx kernel) give
+//! the bits of Paired's sequential scan, every gradient, after the forward `Forward` (block width w, H = 2).
 template <class E, class Policy, class Forward, class Paired, class Retiled>
 void check_configs_agree(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
   INFO("policy=" << Policy::kName << " w=" << Forward::kBlockWidth << " tiles " << Paired::kWidthTile << " / "
@@ -78,16 +77,16 @@ void check_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool
 }
 
 //! The 32-channel tiles of 128 threads that 16-bit w = 64 ran before (now its compact configuration) against the
-//! default dispatch's (BackwardConfig<its forward>: whole-block tiles, 64 channels, 256 threads, whose chunked scan
-//! computes dx): the narrow sequential scan and the dx kernel give the bits every other path must give.
+//! default dispatch's (BackwardConfig<its forward>: whole-block tiles, 64 channels, 256 threads, whose scans compute
+//! dx): the narrow sequential scan and the dx kernel give the bits every other path must give.
 template <class E, class Policy>
 void check_narrow_same_bits(const std::vector<std::int64_t>& lengths, bool packed, bool with_h0) {
   using Forward = ShippedForward<E, Policy, GateMode::kFused, 64>;
   using Whole = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
   using Narrow = typename hawk::rglru::CompactBackwardConfig<Whole>::type;
-  static_assert(std::is_same<Whole, hawk::rglru::BackwardConfig<Forward>>::value && Whole::kDxInChunkedScan &&
+  static_assert(std::is_same<Whole, hawk::rglru::BackwardConfig<Forward>>::value && Whole::kDxInScan &&
                     Forward::kWidthTile == 64 && Forward::kProducerThreads == 256 && Narrow::kWidthTile == 32 &&
-                    Narrow::kThreads == 128 && !Narrow::kDxInChunkedScan,
+                    Narrow::kThreads == 128 && !Narrow::kDxInScan,
                 "the shipped 16-bit w = 64 tiles changed");
   static_assert(Narrow::kDaParamRowStep == Whole::kScanRowStep && Narrow::kScanRowStep == Whole::kScanRowStep,
                 "the narrow scan must group d a_param as the whole-block one");
@@ -124,12 +123,12 @@ TEST_CASE("backward scan width: 32-channel tiles give the 16-channel tiles' bits
   check_every_tail<256>();
 }
 
-TEST_CASE("backward scan width: the whole-block chunked scan's dx (w = 64) gives the dx kernel's bits, and the "
+TEST_CASE("backward scan width: the whole-block scans' dx (w = 64) gives the dx kernel's bits, and the "
           "32-channel tiles of 128 threads the 64-channel tiles' (bf16, fp16)", "[backward][scan_width]") {
   check_every_tail<64>();
 }
 
-TEST_CASE("backward scan width: the whole-block chunked scan's dx with three tf32 passes gives the dx kernel's bits; "
+TEST_CASE("backward scan width: the whole-block scans' dx with three tf32 passes gives the dx kernel's bits; "
           "control, one pass changes dx", "[backward][scan_width]") {
   // Three passes stage dgx and dga unrounded and read them with shared loads (ScanDxProduct's other path). Control:
   // the shipped single pass must give other dx (and dW) bits than three, which shows that the comparison sees the
@@ -139,11 +138,17 @@ TEST_CASE("backward scan width: the whole-block chunked scan's dx with three tf3
   using Forward = ShippedForward<E, Policy, GateMode::kFused, 64>;
   using OnePass = typename hawk::rglru::DefaultBackwardConfig<Forward>::type;
   using ThreePasses = hawk::rglru::BackwardConfig<Forward, 3>;
-  static_assert(OnePass::kTf32Passes == 1 && ThreePasses::kDxInChunkedScan, "the configurations this case is about");
+  using NarrowThreePasses = typename hawk::rglru::CompactBackwardConfig<ThreePasses>::type;  // dx by the dx kernel
+  static_assert(OnePass::kTf32Passes == 1 && ThreePasses::kDxInScan && !NarrowThreePasses::kDxInScan &&
+                    NarrowThreePasses::kTf32Passes == 3,
+                "the configurations this case is about");
   Forwarded<E, Forward> f(128, {17, 0, 130, 64, 1, 300}, true, true);
   const HostGradients three = f.template backward<ThreePasses, BackwardScan::kChunked>();
   check_against_reference<E>(f.p, f.u, three);
-  CHECK(three.all_bytes() == f.template backward<ThreePasses, BackwardScan::kSequential>().all_bytes());
+  const std::vector<unsigned char> want =
+      f.template backward<NarrowThreePasses, BackwardScan::kSequential>().all_bytes();
+  CHECK(three.all_bytes() == want);
+  CHECK(f.template backward<ThreePasses, BackwardScan::kSequential>().all_bytes() == want);
   const HostGradients one = f.template backward<OnePass, BackwardScan::kChunked>();
   CHECK(one.dx_bytes != three.dx_bytes);
   CHECK(one.dWx_bytes != three.dWx_bytes);

@@ -1,6 +1,6 @@
 #pragma once
 //! \file
-//! Phase (E) of the chunked backward scan in whole-block tiles (BackwardConfig::kDxInChunkedScan): the chunk's
+//! Phase (E) of the chunked backward scan in whole-block tiles (BackwardConfig::kDxInScan): the chunk's
 //!
 //!     dx[t, i] = dx_direct[t, i] + Σ_o dgx[t, o] · Wx[i, o] + Σ_o dga[t, o] · Wa[i, o]      (one block, local i, o)
 //!
@@ -34,7 +34,7 @@ namespace rglru {
 
 namespace backward_detail {
 
-//! Phase (E) of one chunk for the backward configuration `Config` (kDxInChunkedScan): the tiles' geometry and
+//! Phase (E) of one chunk for the backward configuration `Config` (kDxInScan): the tiles' geometry and
 //! the pieces the kernel runs in order: stage_rows (each thread its (D) rows, twice), accumulate (each warp its
 //! outputs, once per matrix), store_sums, finish_rows.
 template <class Config>

@@ -31,7 +31,7 @@
 //! Nothing of size T·W is read from the forward besides x and dy: h is recomputed. Outputs: gate-logits mode
 //! writes dx, dgx, dga in the element type; fused mode writes fp32 dgx, dga and dx (direct path) to the
 //! workspace for the product kernels (kernels/backward_projection_kernels.cuh), except the chunked kernel of a
-//! configuration whose CTA owns a whole block (BackwardConfig::kDxInChunkedScan): it computes dx itself in a phase
+//! configuration whose CTA owns a whole block (BackwardConfig::kDxInScan): it computes dx itself in a phase
 //! (E) after (D) (block/scan_dx_product.cuh) and writes fp32 dgx, dga alone, for the weight-gradient kernel.
 //!
 //! Skipped sequences (`sequence_extent`: padding slot -1, or with the device checks off offsets / a slot out of
@@ -88,7 +88,7 @@ struct BackwardScanParams : GateInputs<Element> {
   const float* dh_final = nullptr;
   float* dh0 = nullptr;
   // Gate-logits mode: the row gradients themselves; dx also in fused mode where the chunked scan computes it
-  // (BackwardConfig::kDxInChunkedScan).
+  // (BackwardConfig::kDxInScan).
   Element* dx = nullptr;
   Element* dgx = nullptr;
   Element* dga = nullptr;
@@ -220,20 +220,23 @@ struct ScanRegions : ScanRegionSizes<Config> {
   static constexpr std::size_t kGradStageOffset = 0, kSumOffset = 0;
 };
 
-//! The chunked fused scan's arrangement when it computes dx itself (BackwardConfig::kDxInChunkedScan: 16-bit w = 64
-//! in whole-block tiles of 256 threads): the weight tile stays for phase (E), so nothing is carved from it. What
-//! makes room instead, 103,168 bytes at bf16 and two CTAs an SM of sm_90 (the arrangements above take 135,936 and
-//! one): no fp32 x tile ((D) reads x from the staged rows, which stay); dh over a_bar (the reverse recurrence reads
-//! each a_bar of its channel before it stores that token's dh, and the replay of the channel ran before it on the
-//! same thread: ScanThread without Concurrent); after (D), the two staged gradient tiles of (E) over the gate tile,
-//! the sums over u, the d a_param shares over dh. Order of the regions: weights, bias, staged rows, dy, gates, u,
-//! a_bar / dh, reset flags, ticket.
-template <class Config>
+//! The fused scans' arrangement when they compute dx themselves (BackwardConfig::kDxInScan: 16-bit w = 64 in
+//! whole-block tiles of 256 threads): the weight tile stays for phase (E), so nothing is carved from it. What makes
+//! room instead (103,168 bytes for the chunked kernel at bf16, 111,360 for the sequential one with its second dy and
+//! reset-flag stages; two CTAs an SM of sm_90 either way, where the arrangements above take 135,936 and 148,224 and
+//! hold one): no fp32 x tile ((D) reads x from the staged rows, which stay); dh over a_bar (the reverse recurrence
+//! reads each a_bar of its channel before it stores that token's dh, and the replay of the channel ran before it on
+//! the same thread: ScanThread without Concurrent); after (D), the two staged gradient tiles of (E) over the gate
+//! tile, the sums over u, the d a_param shares over dh. The sequential kernel requests the previous chunk's rows
+//! into the single input stage and its dy into the other dy stage once (D) has read the tiles, so that they land
+//! during (E). Order of the regions: weights, bias, staged rows, dy, gates, u, a_bar / dh, reset flags, ticket.
+template <class Config, bool OneChunk>
 struct DxScanRegions : ScanRegionSizes<Config> {
   using Sizes = ScanRegionSizes<Config>;
   using typename Sizes::PairedForward;
   using Sizes::kInputBytes, Sizes::kDyBytes, Sizes::kTileBytes, Sizes::kResetBytes, Sizes::kPartialBytes;
   static constexpr int kInputStages = 1;
+  static constexpr int kChunkStages = OneChunk ? 1 : 2;  //!< dy and reset-flag stages
   static constexpr bool kGatesInWeights = false;
   static constexpr bool kDxInScan = true;
 
@@ -241,13 +244,13 @@ struct DxScanRegions : ScanRegionSizes<Config> {
   static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;
   static constexpr std::size_t kInputOffset = kBiasOffset + PairedForward::kBiasBytes;
   static constexpr std::size_t kDyOffset = kInputOffset + kInputBytes;
-  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes;
+  static constexpr std::size_t kGateOffset = kDyOffset + kDyBytes * kChunkStages;
   static constexpr std::size_t kUOffset = kGateOffset + PairedForward::kGateBytes;
   static constexpr std::size_t kABarOffset = kUOffset + kTileBytes;
   static constexpr std::size_t kDhOffset = kABarOffset;
   static constexpr std::size_t kResetOffset = kABarOffset + kTileBytes;
-  static constexpr std::size_t kTicketOffset = kResetOffset + kResetBytes;
-  static constexpr std::size_t kSharedBytes = kTicketOffset + 128;
+  static constexpr std::size_t kTicketOffset = kResetOffset + kResetBytes * kChunkStages;
+  static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
   static constexpr std::size_t kXOffset = kWeightOffset;  // no x tile: never written or read
   static constexpr std::size_t kGradStageOffset = kGateOffset;  // (E): dgx's tile, then dga's
   static constexpr std::size_t kSumOffset = kUOffset;           // (E): the products' sums
@@ -268,7 +271,8 @@ struct DxScanRegions : ScanRegionSizes<Config> {
 //! mode the regions of phases that do not overlap in the same memory (ScanRegions). Its second arrangement
 //! (kGatesInWeights) is taken where it fits and lets more CTAs share an SM of sm_90: 16-bit w = 256 with 32-channel
 //! tiles (93.7 -> 75.3 KB, two CTAs per SM -> three), with 16-channel tiles (66.9 -> 56.7 KB, three -> four) and
-//! fp32 w = 256 (118.1 -> 107.9 KB, one -> two).
+//! fp32 w = 256 (118.1 -> 107.9 KB, one -> two). A configuration whose scans compute dx (kDxInScan) takes
+//! DxScanRegions in both kernels.
 template <class Config, bool OneChunk>
 constexpr bool scan_gates_in_weights() {
   using Second = ScanRegions<Config, OneChunk, true>;
@@ -278,7 +282,7 @@ constexpr bool scan_gates_in_weights() {
 }
 
 template <class Config, bool OneChunk = false>
-struct ScanLayout : std::conditional_t<OneChunk && Config::kDxInChunkedScan, DxScanRegions<Config>,
+struct ScanLayout : std::conditional_t<Config::kDxInScan, DxScanRegions<Config, OneChunk>,
                                        ScanRegions<Config, OneChunk, scan_gates_in_weights<Config, OneChunk>()>> {
   static_assert(ScanLayout::kSharedBytes <= 227u * 1024u,
                 "BackwardConfig: the backward scan needs more than 227 KB of shared memory per CTA; use a smaller "
@@ -292,12 +296,12 @@ struct ScanLayout : std::conditional_t<OneChunk && Config::kDxInChunkedScan, DxS
 //! and the other architectures (less shared memory an SM, so fewer CTAs to gain) ask for none (0, as if the bound
 //! named no count; even a count of 1 changes ptxas's choices): there a bound only spends the registers it allows
 //! (the fused scans 58-64 -> 74-90) and spilled in a few configurations on sm_120 and sm_89. The one exception is
-//! the fused scan that computes dx (kDxInChunkedScan): its layout holds two CTAs an SM, and the bound keeps it at
+//! the fused scan that computes dx (kDxInScan): its layout holds two CTAs an SM, and the bound keeps it at
 //! 128 registers or fewer (115, no spills, bf16, CUDA 13).
 template <class Config>
 constexpr int chunked_scan_min_blocks() {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || (__CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1100))
-  if (Config::kFused) return Config::kDxInChunkedScan ? 2 : 0;  // (E)'s layout holds two an SM: 128 registers
+  if (Config::kFused) return Config::kDxInScan ? 2 : 0;  // (E)'s layout holds two an SM: 128 registers
   const int by_memory = scan_ctas_per_sm90(ScanLayout<Config, true>::kSharedBytes);
   const int by_registers = 65536 / (Config::kThreads * 48);
   const int blocks = by_memory < by_registers ? by_memory : by_registers;
@@ -305,6 +309,13 @@ constexpr int chunked_scan_min_blocks() {
 #else
   return 0;
 #endif
+}
+
+//! CTAs per SM the sequential scan asks of the register allocator (__launch_bounds__): two where its scan computes dx
+//! (DxScanRegions holds two an SM of sm_90; 128 registers or fewer), else none (0: the bound names no count).
+template <class Config>
+constexpr int sequential_scan_min_blocks() {
+  return Config::kDxInScan ? 2 : 0;
 }
 
 //! The regions of ScanLayout<Config, OneChunk> in a CTA's shared memory, as typed pointers.
@@ -378,9 +389,72 @@ __device__ __forceinline__ void load_backward_chunk(const BackwardScanParams<typ
 
 }  // namespace backward_detail
 
+namespace backward_detail {
+
+//! Phases (D) and (E) of a chunk whose CTA owns a whole block (ScanLayout's kDxInScan), in either scan kernel: (D)
+//! keeps each thread's rows of dx's direct path, dgx and dga in registers and stores only dgx and dga (fp32, for the
+//! weight-gradient kernel); then, once every thread has read the tiles they replace, the two gradient tiles are staged
+//! for (E), the d a_param partial row is summed (tile_da_param, whose barrier also publishes the staged tiles), each
+//! warp runs its outputs' chains of products (block/scan_dx_product.cuh), and each thread finishes and stores dx of its
+//! own rows. `first_token`: the chunk's first token; dgx and dga rows count from p.row_offset. `tiles_read()` runs on
+//! every thread right after the barrier behind (D), once nothing reads the staged rows or dy any more (the sequential
+//! kernel requests the previous chunk there). `ticket`: the chunked kernel's, for the timeline hook (negative: none).
+template <class Config, class Thread, bool OneChunk, class TilesRead>
+__device__ __forceinline__ void gradients_and_dx(const BackwardScanParams<typename Config::Element>& p,
+                                                 const ScanTiles<Config, OneChunk>& tiles,
+                                                 const StagedChunk<Config>& staged, const Thread& me, int valid,
+                                                 std::int64_t first_token, std::int64_t col0,
+                                                 DaParamShares<Config>& da_shares, float* da_param_row, int thread,
+                                                 std::int64_t ticket, TilesRead&& tiles_read) {
+  using Dx = ScanDxProduct<Config>;
+  using Grid = typename Dx::Grid;
+  constexpr int kRows = Thread::kRowsPerThread;
+  constexpr int kStep = Thread::kRowStep;
+  constexpr int kWT = Config::kWidthTile;
+  constexpr int kTileFloats = Config::kTimeChunk * kWT;
+  const std::int64_t W = p.width;
+  const std::int64_t first_row = (first_token - p.row_offset) * W + col0 + me.q;
+  float direct[kRows][4], dgx_rows[kRows][4], dga_rows[kRows][4];
+  chunk_row_gradients<Config, kRows, kStep, false>(
+      staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, da_shares,
+      [&](int j, int r, const float (&dx)[4], const float (&dgx)[4], const float (&dga)[4]) {
+        store_vector<float, 4>(p.dgx_f32 + first_row + r * W, dgx);
+        store_vector<float, 4>(p.dga_f32 + first_row + r * W, dga);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          direct[j][v] = dx[v];
+          dgx_rows[j][v] = dgx[v];
+          dga_rows[j][v] = dga[v];
+        }
+      });
+  __syncthreads();  // the gate, u and dh tiles are read: (E) takes their memory
+  tiles_read();
+  if (thread == 0 && ticket >= 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
+  Dx::template stage_rows<kRows, kStep>(tiles.grad_stage, dgx_rows, me.row0, me.q, valid);
+  Dx::template stage_rows<kRows, kStep>(tiles.grad_stage + kTileFloats, dga_rows, me.row0, me.q, valid);
+  tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials, da_param_row, thread);
+
+  // ---- (E) dx = dx_direct + dgx · Wxᵀ + dga · Waᵀ, the dx kernel's chain for every element ----------------------
+  const int warp = thread / 32;
+  const int warp_row0 = (warp / Grid::kWarpsN) * Grid::kWarpRows;
+  const int warp_col0 = (warp % Grid::kWarpsN) * Grid::kWarpCols;
+  constexpr int kWeightStride = Config::PairedForward::kWeightStride;
+  float acc[Grid::kMBlocks][Grid::kNBlocks][4] = {};
+  Dx::accumulate(acc, tiles.grad_stage, tiles.weights, kWeightStride, warp_row0, warp_col0, thread % 32);
+  Dx::accumulate(acc, tiles.grad_stage + kTileFloats, tiles.weights + kWT, kWeightStride, warp_row0, warp_col0,
+                 thread % 32);
+  Dx::store_sums(tiles.sums, acc, warp_row0, warp_col0, thread % 32);
+  __syncthreads();
+  Dx::template finish_rows<kRows, kStep>(tiles.sums, direct, me.row0, me.q, valid,
+                                         p.dx + first_token * W + col0 + me.q, W);
+  if (thread == 0 && ticket >= 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // dx and the d a_param partial row are written
+}
+
+}  // namespace backward_detail
+
 //! One CTA per (sequence n, width tile), flattened: blockIdx.x = n · width_tiles + tile (as the forward).
 template <class Config>
-__global__ void __launch_bounds__(Config::kThreads)
+__global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_scan_min_blocks<Config>())
     backward_scan_kernel(const BackwardScanParams<typename Config::Element> p) {
   using PairedForward = typename Config::PairedForward;
   using Element = typename Config::Element;
@@ -424,7 +498,8 @@ __global__ void __launch_bounds__(Config::kThreads)
     for (std::int64_t t = thread; t < length; t += Config::kThreads) p.live_tokens[begin + t] = 1;
   }
 
-  using Thread = backward_detail::ScanThread<Config>;
+  // With dh over a_bar (kDxInScan), the replay and the reverse recurrence of a channel run on one thread, in order.
+  using Thread = backward_detail::ScanThread<Config, Config::kConcurrentRecurrences && !Layout::kDxInScan>;
   const Thread me(thread, p.a_param, col0);
 
   // The reverse carry: dh of the next token and its a_bar (1 for dh_final: dh_{L-1} = dy_{L-1} + dh_final).
@@ -485,12 +560,13 @@ __global__ void __launch_bounds__(Config::kThreads)
     const backward_detail::StagedChunk<Config> staged{inputs, gates, reset_flags, chunk_start, col_in_block, me.q};
 
     // ---- (B) a_bar, u of every token and channel of the tile (fused: x of the tile kept in fp32) -------------
-    backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+    backward_detail::chunk_gates<Config, Thread::kRowsPerThread, Thread::kRowStep, false, !Layout::kDxInScan>(
         staged, me.log_a_coeff, me.row0, valid, a_bar_tile, u_tile, x_tile);
     __syncthreads();
 
     // Fused: the block rows are no longer needed; request the previous chunk's now, to land during (C) and (D).
-    if constexpr (Config::kFused) {
+    // (With kDxInScan, (D) reads x from them and (C) reads dy: the request waits for (D), below.)
+    if constexpr (Config::kFused && !Layout::kDxInScan) {
       if (chunk > 0) issue_chunk(chunk - 1);
       cp_async_commit();
     }
@@ -502,15 +578,23 @@ __global__ void __launch_bounds__(Config::kThreads)
                                            a_bar_next);
     __syncthreads();
 
-    // ---- (D) gradients of every token and channel, and the chunk's d a_param ----------------------------------
+    // ---- (D) gradients of every token and channel, and the chunk's d a_param (and (E), dx, where the CTA owns a
+    //      whole block; the previous chunk is requested once (D) has read the rows and dy) ----------------------
     backward_detail::DaParamShares<Config> da_shares;
-    backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
-        staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows,
-        (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
-    __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
-    backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, partials,
-                                           p.da_param_partial + checkpoint_row(begin, n, chunk, kC) * W + col0,
-                                           thread);
+    float* const da_param_row = p.da_param_partial + checkpoint_row(begin, n, chunk, kC) * W + col0;
+    if constexpr (Layout::kDxInScan) {
+      backward_detail::gradients_and_dx<Config, Thread, false>(p, tiles, staged, me, valid, begin + chunk_start, col0,
+                                                             da_shares, da_param_row, thread, -1, [&] {
+                                                               if (chunk > 0) issue_chunk(chunk - 1);
+                                                               cp_async_commit();
+                                                             });
+    } else {
+      backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+          staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows,
+          (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
+      __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
+      backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, partials, da_param_row, thread);
+    }
   }
 
   // ---- dh0 -----------------------------------------------------------------------------------------------------
@@ -554,66 +638,6 @@ __device__ __forceinline__ ReverseChunkWork locate_reverse_chunk(const ChunkedBa
   w.n = sequence_of_slot(s.cu_seqlens, p.num_sequences, w.slot, kChunk);
   w.j = w.slot - checkpoint_row(s.cu_seqlens[w.n], w.n, 0, kChunk);
   return w;
-}
-
-}  // namespace backward_detail
-
-namespace backward_detail {
-
-//! Phases (D) and (E) of a chunked-scan ticket whose CTA owns a whole block (ScanLayout's kDxInScan): (D) keeps each
-//! thread's rows of dx's direct path, dgx and dga in registers and stores only dgx and dga (fp32, for the
-//! weight-gradient kernel); then, once every thread has read the tiles they replace, the two gradient tiles are
-//! staged for (E), the d a_param partial row is summed (tile_da_param, whose barrier also publishes the staged
-//! tiles), each warp runs its outputs' chains of products (block/scan_dx_product.cuh), and each thread finishes and
-//! stores dx of its own rows. `first_token`: the chunk's first token; dgx and dga rows count from p.row_offset.
-template <class Config, class Thread>
-__device__ __forceinline__ void gradients_and_dx(const BackwardScanParams<typename Config::Element>& p,
-                                                 const ScanTiles<Config, true>& tiles,
-                                                 const StagedChunk<Config>& staged, const Thread& me, int valid,
-                                                 std::int64_t first_token, std::int64_t col0,
-                                                 DaParamShares<Config>& da_shares, float* da_param_row, int thread,
-                                                 std::int64_t ticket) {
-  using Dx = ScanDxProduct<Config>;
-  using Grid = typename Dx::Grid;
-  constexpr int kRows = Thread::kRowsPerThread;
-  constexpr int kStep = Thread::kRowStep;
-  constexpr int kWT = Config::kWidthTile;
-  constexpr int kTileFloats = Config::kTimeChunk * kWT;
-  const std::int64_t W = p.width;
-  const std::int64_t first_row = (first_token - p.row_offset) * W + col0 + me.q;
-  float direct[kRows][4], dgx_rows[kRows][4], dga_rows[kRows][4];
-  chunk_row_gradients<Config, kRows, kStep, false>(
-      staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, da_shares,
-      [&](int j, int r, const float (&dx)[4], const float (&dgx)[4], const float (&dga)[4]) {
-        store_vector<float, 4>(p.dgx_f32 + first_row + r * W, dgx);
-        store_vector<float, 4>(p.dga_f32 + first_row + r * W, dga);
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          direct[j][v] = dx[v];
-          dgx_rows[j][v] = dgx[v];
-          dga_rows[j][v] = dga[v];
-        }
-      });
-  __syncthreads();  // the gate, u and dh tiles are read: (E) takes their memory
-  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
-  Dx::template stage_rows<kRows, kStep>(tiles.grad_stage, dgx_rows, me.row0, me.q, valid);
-  Dx::template stage_rows<kRows, kStep>(tiles.grad_stage + kTileFloats, dga_rows, me.row0, me.q, valid);
-  tile_da_param<Config>(da_shares, me.row0, me.q, tiles.partials, da_param_row, thread);
-
-  // ---- (E) dx = dx_direct + dgx · Wxᵀ + dga · Waᵀ, the dx kernel's chain for every element ----------------------
-  const int warp = thread / 32;
-  const int warp_row0 = (warp / Grid::kWarpsN) * Grid::kWarpRows;
-  const int warp_col0 = (warp % Grid::kWarpsN) * Grid::kWarpCols;
-  constexpr int kWeightStride = Config::PairedForward::kWeightStride;
-  float acc[Grid::kMBlocks][Grid::kNBlocks][4] = {};
-  Dx::accumulate(acc, tiles.grad_stage, tiles.weights, kWeightStride, warp_row0, warp_col0, thread % 32);
-  Dx::accumulate(acc, tiles.grad_stage + kTileFloats, tiles.weights + kWT, kWeightStride, warp_row0, warp_col0,
-                 thread % 32);
-  Dx::store_sums(tiles.sums, acc, warp_row0, warp_col0, thread % 32);
-  __syncthreads();
-  Dx::template finish_rows<kRows, kStep>(tiles.sums, direct, me.row0, me.q, valid,
-                                         p.dx + first_token * W + col0 + me.q, W);
-  if (thread == 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // dx and the d a_param partial row are written
 }
 
 }  // namespace backward_detail
@@ -755,8 +779,8 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_sca
   backward_detail::DaParamShares<Config> da_shares;
   float* const da_param_row = p.da_param_partial + work.slot * W + col0;
   if constexpr (Layout::kDxInScan) {
-    backward_detail::gradients_and_dx<Config, Thread>(p, tiles, staged, me, valid, begin + chunk_start, col0,
-                                                      da_shares, da_param_row, thread, ticket);
+    backward_detail::gradients_and_dx<Config, Thread, true>(p, tiles, staged, me, valid, begin + chunk_start, col0,
+                                                            da_shares, da_param_row, thread, ticket, [] {});
   } else {
     const backward_detail::ChunkGradientRows<Config> rows{p.dx, p.dgx, p.dga, p.dx_direct_f32, p.dgx_f32, p.dga_f32};
     backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(

@@ -37,14 +37,14 @@
 //!   scan kernels write the partials, the chain's part only the chunked one); and, when dh0 == dh_final (a state
 //!   pool updated in place), a copy of dh_final, (state rows)·W·4 bytes;
 //! - fused mode, in addition: d gx, d ga and the direct path of dx for the product kernels, 3·Tr·W·4 = 12·Tr·W bytes
-//!   (transient, inside this call only; the direct path's rows stay unused where the chunked scan computes dx,
-//!   BackwardConfig::kDxInChunkedScan, and are kept so that the size never depends on the scan kAuto picks), and the
-//!   per-segment partials of dWx, dWa (2·S·H·w²·4 bytes) and dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T
-//!   / 1024); in time slices (takes_time_slices: one dense sequence longer than a slice, through the chunked scan, and
-//!   a workspace below workspace_size(args) and at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S
-//!   = its segments (dW and db are then summed slice by slice onto the outputs themselves); and T bytes of live-token
-//!   flags when a token can belong to no sequence the backward runs (`state_index` given, or packed with the device
-//!   checks off).
+//!   (transient, inside this call only; the direct path's rows stay unused where the scans compute dx,
+//!   BackwardConfig::kDxInScan, and are kept so that the size depends on the arguments alone), and the per-segment
+//!   partials of dWx, dWa (2·S·H·w²·4 bytes) and dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T / 1024); in
+//!   time slices (takes_time_slices: one dense sequence longer than a slice, through the chunked scan, and a workspace
+//!   below workspace_size(args) and at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S = its
+//!   segments (dW and db are then summed slice by slice onto the outputs themselves); and T bytes of live-token flags
+//!   when a token can belong to no sequence the backward runs (`state_index` given, or packed with the device checks
+//!   off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
 //! (T·W·4 / TimeChunk bytes).
 //!
@@ -268,12 +268,7 @@ class Backward {
       return kScan == BackwardScan::kChunked;
     } else {
       const ProblemShape& s = args.shape;
-      if (s.num_sequences <= 0) return false;
-      // A chunked scan that computes dx itself runs wherever it can: it saves the dx kernel and the fp32 rows of dx's
-      // direct path, and its tickets of short sequences wait for no carry.
-      if (Config::kDxInChunkedScan)
-        return Chain::check_tickets(s).ok() && check_shared_memory(ChunkLayout::kSharedBytes).ok();
-      if (s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
+      if (s.num_sequences <= 0 || s.num_tokens / s.num_sequences <= Config::kTimeChunk) return false;
       if (!Chain::check_tickets(s).ok() || !check_shared_memory(ChunkLayout::kSharedBytes).ok()) return false;
       if (!Config::kFused) return true;
       double sequential_resident = 0, chunked_resident = 0;
@@ -354,7 +349,7 @@ class Backward {
       scan.dga_f32 = reinterpret_cast<float*>(base + ws.dga);
       scan.dx_direct_f32 = reinterpret_cast<float*>(base + ws.dx_direct);
       scan.live_tokens = live_tokens;
-      if constexpr (Config::kDxInChunkedScan) scan.dx = static_cast<Element*>(args.dx);  // the chunked scan's (E)
+      if constexpr (Config::kDxInScan) scan.dx = static_cast<Element*>(args.dx);  // both scans' (E)
     }
     // Every chunk slot's partial row starts at zero (slots without a chunk add nothing to the ordered sum).
     HAWK_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(base + ws.da_param_partial, 0, ws.partial_bytes, stream));
@@ -366,8 +361,7 @@ class Backward {
       }
     }
     if (!sliced) {
-      const bool chunked_scan = runs_chunked_scan(args);
-      if (chunked_scan) {
+      if (runs_chunked_scan(args)) {
         ChunkedBackwardScanParams<Element> chunked;
         HAWK_RETURN_IF_ERROR(prepare_chunked_scan(args, ws, base, scan, chunked, stream));
         HAWK_RETURN_IF_ERROR(launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets), stream));
@@ -378,10 +372,10 @@ class Backward {
         kernel<<<ctas, Config::kThreads, Layout::kSharedBytes, stream>>>(scan);
         HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_scan_kernel"));
       }
-      // (2) fused: the block-diagonal products (dW alone where the chunked scan computed dx)
+      // (2) fused: the block-diagonal products (dW alone where the scans compute dx)
       if constexpr (Config::kFused)
         HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens,
-                                             !(chunked_scan && Config::kDxInChunkedScan), stream));
+                                             !Config::kDxInScan, stream));
     }
 
     OrderedSumJobs jobs;
@@ -467,7 +461,7 @@ class Backward {
       HAWK_RETURN_IF_ERROR(
           launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
       HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token,
-                                           !Config::kDxInChunkedScan, stream));
+                                           !Config::kDxInScan, stream));
       // After dx, which ended after the weight gradients: the slice's segments onto dW, db (the last slice's from 0).
       OrderedSumJobs add;
       add.checks = checks;
@@ -484,8 +478,8 @@ class Backward {
   //! end), whose rows and dW / db partial rows are the workspace's first (the workspace holds this launch's
   //! segments' partials, a slice's or every one's): the weight gradients first, dx behind them, overlapping their last
   //! wave where the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its
-  //! CTAs ends after the weight-gradient grid. `with_dx` false: the weight gradients alone (the chunked scan of a
-  //! kDxInChunkedScan configuration has written dx).
+  //! CTAs ends after the weight-gradient grid. `with_dx` false: the weight gradients alone (the scans of a
+  //! kDxInScan configuration have written dx).
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
                                 std::int64_t first_token, std::int64_t end_token, bool with_dx, cudaStream_t stream) {
