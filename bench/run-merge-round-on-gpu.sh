@@ -21,9 +21,9 @@
 #       SECONDS: the call's budget (540); FIRST: a Catch2 spec run before the rest of the RG-LRU suite ("" for none);
 #       PROBES: probe targets to build and run first, space-separated (e.g. ordered_sum_probe; default none)
 #
-# Files: merge_round.txt (one line per step: passed / FAILED / skipped, seconds), build.log, same_bits.txt,
-# <probe>.txt and .json,
-# suite_first.txt, suite_rest.txt, suite_<name>.txt (Catch2 with case durations), bench_rglru.json / .log, gpu.txt.
+# Files (all in OUTDIR/merge_round.tgz; merge_round.txt and same_bits.txt also beside it): merge_round.txt (one line
+# per step: passed / FAILED / skipped, seconds), build.log, same_bits.txt, <probe>.txt and .json, suite_first.txt,
+# suite_rest.txt, suite_<name>.txt (Catch2 with case durations), bench_rglru.json / .log, gpu.txt.
 # Catch2 comes from the Debian package carried in .gpu/ (GPU.md); the device copy's .git may be stale, so HAWK_COMMIT
 # names the commit in the benchmark's JSON. Exit status 0 when every step that ran passed.
 set -uo pipefail
@@ -44,13 +44,21 @@ echo "call at $(date -u +%FT%TZ), ${budget} s" >> "$log"
 status=0
 steps=()
 
+# What the device tool brings back: every file of the round in one archive, merge_round.tgz (the tool returns only
+# a few files a call, and dropped the rest on 2026-12-05), beside the round's log and same_bits.txt to read at once.
+return_files() {
+  tar -czf "$returned/merge_round.tgz" -C "$out" . 2> /dev/null
+  cp "$out/merge_round.txt" "$returned/"
+  [ -f "$out/same_bits.txt" ] && cp "$out/same_bits.txt" "$returned/"
+  return 0
+}
 # A step with a verdict from an earlier call (passed or FAILED) is not run again.
 has_verdict() { grep -qE "^$1 (passed|FAILED)" "$log"; }
 record() {  # step, rc, seconds
   local verdict=passed
   [ "$2" -eq 0 ] || { verdict=FAILED; status=1; }
   echo "$1 $verdict $3 s" | tee -a "$log"
-  cp -r "$out/." "$returned/"
+  return_files
 }
 # step NAME NEED COMMAND: run the shell command string COMMAND (bash -c, so that timeout can stop it; it sees the
 # exported variables below) if NAME has no verdict yet and at least NEED seconds are left, with `left - 10` seconds;
@@ -72,7 +80,7 @@ step() {
   rc=$?
   if [ "$rc" -eq 124 ]; then  # stopped by the call's budget: no verdict, so the next call runs it again
     echo "$name cut by the budget after $(( $(date +%s) - s0 )) s" | tee -a "$log"
-    cp -r "$out/." "$returned/"
+    return_files
     return 0
   fi
   record "$name" "$rc" "$(( $(date +%s) - s0 ))"
@@ -104,7 +112,7 @@ step build 120 ': > "$out/build.log"
   exit $new'
 if ! grep -qE "^build passed" "$log"; then
   grep -E "error" -A3 "$out/build.log" | head -n 40
-  cp -r "$out/." "$returned/"
+  return_files
   exit 1
 fi
 
@@ -152,5 +160,5 @@ else
   echo "done ($(( $(date +%s) - t0 )) s this call)" | tee -a "$log"
 fi
 for f in "$out"/suite_*.txt; do [ -f "$f" ] && echo "$(basename "$f"): $(tail -n 2 "$f" | head -n 1)"; done
-cp -r "$out/." "$returned/"
+return_files
 exit $status
