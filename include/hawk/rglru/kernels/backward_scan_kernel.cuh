@@ -387,10 +387,6 @@ __device__ __forceinline__ void load_backward_chunk(const BackwardScanParams<typ
   }
 }
 
-}  // namespace backward_detail
-
-namespace backward_detail {
-
 //! Phases (D) and (E) of a chunk whose CTA owns a whole block (ScanLayout's kDxInScan), in either scan kernel: (D)
 //! keeps each thread's rows of dx's direct path, dgx and dga in registers and stores only dgx and dga (fp32, for the
 //! weight-gradient kernel); then, once every thread has read the tiles they replace, the two gradient tiles are staged

@@ -374,8 +374,7 @@ class Backward {
       }
       // (2) fused: the block-diagonal products (dW alone where the scans compute dx)
       if constexpr (Config::kFused)
-        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens,
-                                             !Config::kDxInScan, stream));
+        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, stream));
     }
 
     OrderedSumJobs jobs;
@@ -460,8 +459,7 @@ class Backward {
       chunked.scan.row_offset = first_token;
       HAWK_RETURN_IF_ERROR(
           launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
-      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token,
-                                           !Config::kDxInScan, stream));
+      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token, stream));
       // After dx, which ended after the weight gradients: the slice's segments onto dW, db (the last slice's from 0).
       OrderedSumJobs add;
       add.checks = checks;
@@ -478,11 +476,11 @@ class Backward {
   //! end), whose rows and dW / db partial rows are the workspace's first (the workspace holds this launch's
   //! segments' partials, a slice's or every one's): the weight gradients first, dx behind them, overlapping their last
   //! wave where the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its
-  //! CTAs ends after the weight-gradient grid. `with_dx` false: the weight gradients alone (the scans of a
-  //! kDxInScan configuration have written dx).
+  //! CTAs ends after the weight-gradient grid. A kDxInScan configuration launches the weight gradients alone (its
+  //! scans have written dx; its dx kernel is never instantiated).
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
-                                std::int64_t first_token, std::int64_t end_token, bool with_dx, cudaStream_t stream) {
+                                std::int64_t first_token, std::int64_t end_token, cudaStream_t stream) {
     const ProblemShape& s = args.shape;
     const auto H = static_cast<unsigned int>(s.num_blocks);
     const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
@@ -511,13 +509,23 @@ class Backward {
                        static_cast<unsigned int>(end_segment - wg.first_segment));
     wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
-    if (!with_dx) return Status::success();
+    if constexpr (Config::kDxInScan) {
+      return Status::success();
+    } else {
+      return launch_dx(args, ws, base, checks, live_tokens, first_token, end_token, stream);
+    }
+  }
 
+  //! launch_products' dx kernel, behind the weight-gradient kernel it has just launched.
+  static Status launch_dx(const BackwardArguments& args, const BackwardWorkspaceLayout& ws, unsigned char* base,
+                          const unsigned int* checks, const std::uint8_t* live_tokens, std::int64_t first_token,
+                          std::int64_t end_token, cudaStream_t stream) {
+    const ProblemShape& s = args.shape;
     BackwardDxParams<Element> dx;
     dx.checks = checks;
     dx.live_tokens = live_tokens;
-    dx.dgx = dgx;
-    dx.dga = dga;
+    dx.dgx = reinterpret_cast<const float*>(base + ws.dgx);
+    dx.dga = reinterpret_cast<const float*>(base + ws.dga);
     dx.dx_direct = reinterpret_cast<const float*>(base + ws.dx_direct);
     dx.Wx = static_cast<const Element*>(args.Wx);
     dx.Wa = static_cast<const Element*>(args.Wa);
