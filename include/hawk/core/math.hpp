@@ -41,19 +41,28 @@ HAWK_HOST_DEVICE float sqrt_grad_capped(float z) {
 }
 
 //! sqrt_grad_capped(z), the same bits for every z but +inf (and NaN for NaN), without the IEEE operations' range
-//! checks. `1 / (2·sqrtf(z))` compiles to a square root and a division, each a MUFU approximation refined by one
-//! Newton step (the fast path) behind a range check that calls a slow-path subroutine for zero, subnormal, infinite
-//! and NaN operands: about 25 instructions with two branches per call, which in the backward's gradient phase also
-//! keeps the compiler from interleaving a thread's channels. Above the floor (2.5e-7) every operand either path
-//! meets is a finite normal number (z; sqrt(z) and 2·sqrt(z) up to 2^65), so only the fast paths ever run: this
-//! writes them out alone (11 instructions, no branch), the operations nvcc emits for sm_80, sm_89, sm_90, sm_100 and
-//! sm_120, in the same order on the same operands. The FTZ flags of the approximations and of two multiplies differ
-//! from nvcc's, which cannot matter for normal operands and results. z = +inf (which 1 - a² never is) gives NaN
-//! here and 0 there. tests/gpu/core/math_device_test.cu compares the two at all 2^32 inputs. (Against the IEEE forms,
-//! as hawk is built: without --use_fast_math, -prec-sqrt=false or -prec-div=false, as this file's header says.)
+//! checks. `1 / (2·sqrtf(z))` compiles to a square root and a division, each a MUFU approximation refined by one Newton
+//! step (the fast path) behind a range check that calls a slow-path subroutine for zero, subnormal, infinite and NaN
+//! operands: about 25 instructions with two branches per call, which in the backward's gradient phase also keeps the
+//! compiler from interleaving a thread's channels. Above the floor (2.5e-7) every operand either path meets is a finite
+//! normal number (z; sqrt(z) and 2·sqrt(z) up to 2^65), so only the fast paths ever run: this writes them out alone (11
+//! instructions, no branch but the floor's), the operations nvcc emits for sm_80, sm_89, sm_90, sm_100 and sm_120, in the
+//! same order on the same operands. The FTZ flags of the approximations and of two multiplies differ from nvcc's, which
+//! cannot matter for normal operands and results. z = +inf (which 1 - a² never is) gives NaN here and 0 there.
+//! tests/gpu/core/math_device_test.cu compares the two at all 2^32 inputs. (Against the IEEE forms, as hawk is built:
+//! without --use_fast_math, -prec-sqrt=false or -prec-div=false, as this file's header says.)
+//!
+//! `Unbranched`: the fast path runs for every z and the cap is selected after it (its value discarded at or below the
+//! floor, where the approximations may meet zero or a subnormal; the same bits), so that a caller's four channels are
+//! not split into four guarded regions (BSSY / BSYNC / BRA around each call). The compiler then interleaves more and
+//! takes more registers: the w = 64 whole-block scans, held to 128 by their bounds, lose spills; the w = 256 chunked
+//! scan, unbounded, would go from 80 to 121 and lose its third CTA an SM, so it keeps the branch (CUDA 13, sm_90a).
+template <bool Unbranched = false>
 HAWK_HOST_DEVICE float sqrt_grad_capped_finite(float z) {
 #if defined(__CUDA_ARCH__)
-  if (z <= kSqrtGradFloor) return kSqrtGradCap;
+  if constexpr (!Unbranched) {
+    if (z <= kSqrtGradFloor) return kSqrtGradCap;
+  }
   // sqrtf's fast path: r ≈ 1/sqrt(z); s = z·r; one Newton step s + (z - s²)·(r/2).
   float rsqrt_z;
   asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(rsqrt_z) : "f"(z));
@@ -66,7 +75,12 @@ HAWK_HOST_DEVICE float sqrt_grad_capped_finite(float z) {
   float inverse;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inverse) : "f"(d));
   const float inverse_residual = -__fmaf_rn(d, inverse, -1.0f);
-  return __fmaf_rn(inverse, inverse_residual, inverse);
+  const float fast = __fmaf_rn(inverse, inverse_residual, inverse);
+  if constexpr (Unbranched) {
+    return z <= kSqrtGradFloor ? kSqrtGradCap : fast;
+  } else {
+    return fast;
+  }
 #else
   return sqrt_grad_capped(z);
 #endif

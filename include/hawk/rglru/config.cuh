@@ -361,10 +361,11 @@ struct BackwardConfig {
   //! channels in whole-block tiles of 256 threads and chunks of 64 tokens. Only a CTA that owns a whole block holds
   //! every o of a token's dgx and dga, so only it can run dx's chain of products in the dx kernel's order (the same
   //! bits); the product kernel then computes dW alone, and the fp32 direct path of dx never leaves the CTA. Its
-  //! layouts (ScanLayout: DxScanRegions) keep the weight tile for (E) and fit two CTAs an SM of sm_90. The d a_param
-  //! shares lie over one fp32 tile of the chunk there: at most TimeChunk groups.
+  //! layouts (ScanLayout: DxScanRegions) keep the weight tile for (E) and fit two CTAs an SM of sm_90 with the d
+  //! a_param shares in a region of their own, sized for one group a row step (the forward's grouping; a wider one
+  //! would cost the sequential kernel its second CTA, so it keeps the dx kernel).
   static constexpr bool kDxInScan = kFused && sizeof(Element) == 2 && kBlockWidth == 64 && kWidthTile == kBlockWidth &&
-                                    kThreads == 256 && kTimeChunk == 64 && kDaParamRowStep <= kTimeChunk;
+                                    kThreads == 256 && kTimeChunk == 64 && kDaParamRowStep == kScanRowStep;
 
   // ---- block-diagonal products (fused mode) ----------------------------------------------------------------
   //! Both product kernels: 8 warps (ProductWarpGrid also lays out 16, for 512-thread tiles the products probe

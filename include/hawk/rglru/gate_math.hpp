@@ -230,7 +230,9 @@ struct TokenGateGrads {
   float da_param_sum;  //!< dlog_a · (-c · r); summed over tokens, then times sigmoid(a_param)
 };
 
-//! Gradients of one token and channel from its activations i, r (gate_activations).
+//! Gradients of one token and channel from its activations i, r (gate_activations). `UnbranchedSqrtGrad`:
+//! math::sqrt_grad_capped_finite's form without a branch (the same bits; its comment says where it pays).
+template <bool UnbranchedSqrtGrad = false>
 HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, GateActivations activations, float log_a_coeff, bool reset,
                                                  float h_prev, float dh) {
   const float i = activations.i;
@@ -245,7 +247,7 @@ HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, GateActivations activa
   const float dm = reset ? 0.0f : dh * x * i;
   const float da_bar = dh * h_prev;
   const float through_a = reset ? 0.0f : detail::mul_rn(da_bar, a);
-  const float through_m = detail::mul_rn(2.0f * a2 * math::sqrt_grad_capped_finite(one_minus_a2), dm);
+  const float through_m = detail::mul_rn(2.0f * a2 * math::sqrt_grad_capped_finite<UnbranchedSqrtGrad>(one_minus_a2), dm);
   const float dlog_a = detail::sub_rn(through_a, through_m);  // each product rounded before the difference
 
   TokenGateGrads grads;

@@ -1,6 +1,7 @@
 // The shared fp32 math on the device: close to float64, exact at the extremes, and the same bits every run; the
-// capped sqrt derivative's branch-free form (sqrt_grad_capped_finite) the same bits as the IEEE one at all 2^32
-// inputs but +inf, with a negative control (the same form without its Newton steps) that shows the sweep can fail.
+// capped sqrt derivative's branch-free form (sqrt_grad_capped_finite, with its floor's branch and without) the same
+// bits as the IEEE one at all 2^32 inputs but +inf, with a negative control (the same form without its Newton steps)
+// that shows the sweep can fail.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -33,7 +34,7 @@ std::vector<float> run_math(const std::vector<float>& inputs) {
 }
 
 //! Which branch-free form the sweep compares with sqrt_grad_capped.
-enum class FiniteForm { kShipped, kWithoutNewtonSteps };
+enum class FiniteForm { kShipped, kUnbranched, kWithoutNewtonSteps };
 
 //! The negative control: the approximations alone, 1 / (2·sqrt(z)) ≈ rsqrt(z) / 2, off by an ulp or more for
 //! most z.
@@ -54,8 +55,9 @@ __global__ void sweep_sqrt_grad(std::uint64_t base, std::uint64_t count, FiniteF
     if (bits == 0x7f800000u) continue;  // +inf
     const float z = __uint_as_float(bits);
     const float want = hawk::math::sqrt_grad_capped(z);
-    const float got = form == FiniteForm::kShipped ? hawk::math::sqrt_grad_capped_finite(z)
-                                                   : sqrt_grad_without_newton_steps(z);
+    const float got = form == FiniteForm::kShipped      ? hawk::math::sqrt_grad_capped_finite(z)
+                      : form == FiniteForm::kUnbranched ? hawk::math::sqrt_grad_capped_finite<true>(z)
+                                                        : sqrt_grad_without_newton_steps(z);
     const bool same = (want != want) ? (got != got) : __float_as_uint(got) == __float_as_uint(want);
     if (!same) {
       atomicAdd(mismatches, 1ull);
@@ -80,11 +82,15 @@ SweepResult sweep_all_patterns(FiniteForm form) {
 
 }  // namespace
 
-TEST_CASE("device sqrt_grad_capped_finite gives sqrt_grad_capped's bits at every fp32 input but +inf",
+TEST_CASE("device sqrt_grad_capped_finite gives sqrt_grad_capped's bits at every fp32 input but +inf, with its "
+          "floor's branch and without",
           "[core][gpu][sqrt_grad]") {
   const SweepResult shipped = sweep_all_patterns(FiniteForm::kShipped);
   INFO("first differing input bits 0x" << std::hex << shipped.first_mismatch);
   CHECK(shipped.mismatches == 0ull);
+  const SweepResult unbranched = sweep_all_patterns(FiniteForm::kUnbranched);
+  INFO("unbranched: first differing input bits 0x" << std::hex << unbranched.first_mismatch);
+  CHECK(unbranched.mismatches == 0ull);
   // Negative control: without the Newton steps the sweep finds differences.
   const SweepResult control = sweep_all_patterns(FiniteForm::kWithoutNewtonSteps);
   CHECK(control.mismatches > 1000000ull);

@@ -59,6 +59,18 @@ struct StagedChunk {
     }
   }
 
+  //! is_reset(r) for a thread's row r = row0 + row_step · RowStep (row0 >= 0, RowStep >= 1, chunk_start >= 0, as every
+  //! caller has them): under ResetAtSequenceStart only row_step 0 can be the sequence's token 0, so the unrolled later
+  //! rows drop the 64-bit comparison and its selects. Only in the kDxInScan scans (held to 128 registers, where it cut
+  //! spills); the unbounded w = 256 chunked scan interleaves more with it and goes from 80 to 112 registers (CUDA 13).
+  __device__ __forceinline__ bool is_reset_row(int r, int row_step) const {
+    if constexpr (Config::ResetPolicy::kMode == ResetMode::kSequenceStart && Config::kDxInScan) {
+      return row_step == 0 && chunk_start == 0 && r == 0;
+    } else {
+      return is_reset(r);
+    }
+  }
+
   //! gx, ga of token r, channel q + v.
   __device__ __forceinline__ void gate_logits(int r, int v, float& gx, float& ga) const {
     if constexpr (Config::kFused) {
@@ -212,7 +224,7 @@ __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, c
   for (int row_step = 0; row_step < RowsPerThread; ++row_step) {
     const int r = row0 + row_step * RowStep;
     if (r >= valid) break;
-    const bool reset = staged.is_reset(r);
+    const bool reset = staged.is_reset_row(r, row_step);
     float x[kV], a_bar[kV], u[kV], gx[kV], ga[kV];
     if constexpr (XStaged) {
       load_vector<float, 4>(x_tile + r * kWT + q, x);
@@ -355,7 +367,7 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
   for (int row_step = 0; row_step < RowsPerThread; ++row_step) {
     const int r = row0 + row_step * RowStep;
     if (r >= valid) break;
-    const bool reset = staged.is_reset(r);
+    const bool reset = staged.is_reset_row(r, row_step);
     const float4 h_prev = *reinterpret_cast<const float4*>(h_prev_tile + r * kWT + q);
     const float4 dh = *reinterpret_cast<const float4*>(dh_tile + r * kWT + q);
     const float h_prev_v[kV] = {h_prev.x, h_prev.y, h_prev.z, h_prev.w};
@@ -384,7 +396,9 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
         staged.gate_logits(r, v, gx, ga);
         activations = gate_activations(gx, ga);
       }
-      const TokenGateGrads g = token_gate_grads(x, activations, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
+      // Unbranched where the kernel's register bound makes it pay (kDxInScan: 128; math.hpp says why not elsewhere).
+      const TokenGateGrads g =
+          token_gate_grads<Config::kDxInScan>(x, activations, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
       dx[v] = g.dx;
       dgx[v] = g.dgx;
       dga[v] = g.dga;

@@ -137,20 +137,22 @@ struct ScanDxProduct {
       }
   }
 
-  //! dx of this thread's (D) rows below `valid`: dx_direct (kept in registers since D) + the sum, rounded to the
-  //! element type, one 4-element store a row at dx + r · width (dx: the chunk's first token's row, at the thread's
-  //! first channel q). The addition is add_rn: dx_direct is a product still in a register here, which the compiler
-  //! could otherwise fuse with it into one FMA (the dx kernel loads dx_direct from memory and adds it alone).
+  //! dx of this thread's (D) rows below `valid`: dx_direct + the sum, rounded to the element type, one 4-element store
+  //! a row at dx + r · width (dx: the chunk's first token's row, at the thread's first channel q). `direct`: a
+  //! [kRows][kW] fp32 tile where (D) left each of this thread's rows of dx_direct (over dh, which it had read; kept
+  //! there rather than in registers across (E), where they spilled). The addition is add_rn, as the dx kernel's
+  //! separate addition of dx_direct loaded from memory (no FMA with a product that produced it).
   template <int RowsPerThread, int RowStep>
-  static __device__ __forceinline__ void finish_rows(const float* sums, const float (&direct)[RowsPerThread][4],
-                                                     int row0, int q, int valid, Element* dx, std::int64_t width) {
+  static __device__ __forceinline__ void finish_rows(const float* sums, const float* direct, int row0, int q,
+                                                     int valid, Element* dx, std::int64_t width) {
 #pragma unroll
     for (int j = 0; j < RowsPerThread; ++j) {
       const int r = row0 + j * RowStep;
       if (r >= valid) break;
       const float4 sum = *reinterpret_cast<const float4*>(sums + at(r, q));
-      const float out[4] = {detail::add_rn(direct[j][0], sum.x), detail::add_rn(direct[j][1], sum.y),
-                            detail::add_rn(direct[j][2], sum.z), detail::add_rn(direct[j][3], sum.w)};
+      const float4 d = *reinterpret_cast<const float4*>(direct + r * kW + q);
+      const float out[4] = {detail::add_rn(d.x, sum.x), detail::add_rn(d.y, sum.y), detail::add_rn(d.z, sum.z),
+                            detail::add_rn(d.w, sum.w)};
       store_vector<Element, 4>(dx + r * width, out);
     }
   }

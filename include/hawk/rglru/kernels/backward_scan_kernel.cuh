@@ -222,14 +222,16 @@ struct ScanRegions : ScanRegionSizes<Config> {
 
 //! The fused scans' arrangement when they compute dx themselves (BackwardConfig::kDxInScan: 16-bit w = 64 in
 //! whole-block tiles of 256 threads): the weight tile stays for phase (E), so nothing is carved from it. What makes
-//! room instead (103,168 bytes for the chunked kernel at bf16, 111,360 for the sequential one with its second dy and
-//! reset-flag stages; two CTAs an SM of sm_90 either way, where the arrangements above take 135,936 and 148,224 and
-//! hold one): no fp32 x tile ((D) reads x from the staged rows, which stay); dh over a_bar (the reverse recurrence
-//! reads each a_bar of its channel before it stores that token's dh, and the replay of the channel ran before it on
-//! the same thread: ScanThread without Concurrent); after (D), the two staged gradient tiles of (E) over the gate
-//! tile, the sums over u, the d a_param shares over dh. The sequential kernel requests the previous chunk's rows
-//! into the single input stage and its dy into the other dy stage once (D) has read the tiles, so that they land
-//! during (E). Order of the regions: weights, bias, staged rows, dy, gates, u, a_bar / dh, reset flags, ticket.
+//! room instead (107,264 bytes for the chunked kernel at bf16, 115,456 for the sequential one with its second dy and
+//! reset-flag stages; two CTAs an SM of sm_90 either way, the sequential one with 256 bytes to spare, where the
+//! arrangements above take 135,936 and 148,224 and hold one): no fp32 x tile ((D) reads x from the staged rows, which
+//! stay); dh over a_bar (the reverse recurrence reads each a_bar of its channel before it stores that token's dh, and
+//! the replay of the channel ran before it on the same thread: ScanThread without Concurrent); after (D), the two
+//! staged gradient tiles of (E) over the gate tile, the sums over u; dx's direct path over dh (each thread's rows over
+//! the dh it has read, until (E) adds it); the d a_param shares in a region of their own. The sequential kernel
+//! requests the previous chunk's rows into the single input stage and its dy into the other dy stage once (D) has read
+//! the tiles, so that they land during (E). Order of the regions: weights, bias, staged rows, dy, gates, u, a_bar / dh,
+//! reset flags, d a_param shares, ticket.
 template <class Config, bool OneChunk>
 struct DxScanRegions : ScanRegionSizes<Config> {
   using Sizes = ScanRegionSizes<Config>;
@@ -249,15 +251,19 @@ struct DxScanRegions : ScanRegionSizes<Config> {
   static constexpr std::size_t kABarOffset = kUOffset + kTileBytes;
   static constexpr std::size_t kDhOffset = kABarOffset;
   static constexpr std::size_t kResetOffset = kABarOffset + kTileBytes;
-  static constexpr std::size_t kTicketOffset = kResetOffset + kResetBytes * kChunkStages;
+  static constexpr std::size_t kPartialOffset = kResetOffset + kResetBytes * kChunkStages;
+  static constexpr std::size_t kTicketOffset = kPartialOffset + kPartialBytes;
   static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
   static constexpr std::size_t kXOffset = kWeightOffset;  // no x tile: never written or read
   static constexpr std::size_t kGradStageOffset = kGateOffset;  // (E): dgx's tile, then dga's
   static constexpr std::size_t kSumOffset = kUOffset;           // (E): the products' sums
-  static constexpr std::size_t kPartialOffset = kDhOffset;      // after (D)
   static_assert(2 * ScanDxProduct<Config>::kTileBytes <= PairedForward::kGateBytes &&
-                    ScanDxProduct<Config>::kTileBytes <= kTileBytes && kPartialBytes <= kTileBytes,
-                "DxScanRegions: (E)'s tiles and the d a_param shares fit the regions they take");
+                    ScanDxProduct<Config>::kTileBytes <= kTileBytes,
+                "DxScanRegions: (E)'s tiles fit the regions they take");
+  //! What two CTAs an SM of sm_90 may take each: (228 KB - 1 KB reserved a CTA) / 2.
+  static constexpr std::size_t kTwoCtasPerSm90 = (228 * 1024 - 2 * 1024) / 2;
+  static_assert(kSharedBytes <= kTwoCtasPerSm90,
+                "DxScanRegions: two CTAs an SM of sm_90 (BackwardConfig::kDxInScan bounds the d a_param grouping)");
 };
 
 //! Shared-memory layout of one scan CTA (bytes, 128-byte aligned regions).
@@ -297,7 +303,7 @@ struct ScanLayout : std::conditional_t<Config::kDxInScan, DxScanRegions<Config, 
 //! named no count; even a count of 1 changes ptxas's choices): there a bound only spends the registers it allows
 //! (the fused scans 58-64 -> 74-90) and spilled in a few configurations on sm_120 and sm_89. The one exception is
 //! the fused scan that computes dx (kDxInScan): its layout holds two CTAs an SM, and the bound keeps it at
-//! 128 registers or fewer (115, no spills, bf16, CUDA 13).
+//! 128 registers or fewer (114, no spills, bf16, CUDA 13).
 template <class Config>
 constexpr int chunked_scan_min_blocks() {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || (__CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1100))
@@ -388,13 +394,14 @@ __device__ __forceinline__ void load_backward_chunk(const BackwardScanParams<typ
 }
 
 //! Phases (D) and (E) of a chunk whose CTA owns a whole block (ScanLayout's kDxInScan), in either scan kernel: (D)
-//! keeps each thread's rows of dx's direct path, dgx and dga in registers and stores only dgx and dga (fp32, for the
-//! weight-gradient kernel); then, once every thread has read the tiles they replace, the two gradient tiles are staged
-//! for (E), the d a_param partial row is summed (tile_da_param, whose barrier also publishes the staged tiles), each
-//! warp runs its outputs' chains of products (block/scan_dx_product.cuh), and each thread finishes and stores dx of its
-//! own rows. `first_token`: the chunk's first token; dgx and dga rows count from p.row_offset. `tiles_read()` runs on
-//! every thread right after the barrier behind (D), once nothing reads the staged rows or dy any more (the sequential
-//! kernel requests the previous chunk there). `ticket`: the chunked kernel's, for the timeline hook (negative: none).
+//! keeps each thread's rows of dgx and dga in registers, writes its rows of dx's direct path over the dh it has read,
+//! and stores only dgx and dga (fp32, for the weight-gradient kernel); then, once every thread has read the tiles they
+//! replace, the two gradient tiles are staged for (E), the d a_param partial row is summed (tile_da_param, whose
+//! barrier also publishes the staged tiles), each warp runs its outputs' chains of products
+//! (block/scan_dx_product.cuh), and each thread finishes and stores dx of its own rows. `first_token`: the chunk's
+//! first token; dgx and dga rows count from p.row_offset. `tiles_read()` runs on every thread right after the barrier
+//! behind (D), once nothing reads the staged rows or dy any more (the sequential kernel requests the previous chunk
+//! there). `ticket`: the chunked kernel's, for the timeline hook (negative: none).
 template <class Config, class Thread, bool OneChunk, class TilesRead>
 __device__ __forceinline__ void gradients_and_dx(const BackwardScanParams<typename Config::Element>& p,
                                                  const ScanTiles<Config, OneChunk>& tiles,
@@ -410,20 +417,22 @@ __device__ __forceinline__ void gradients_and_dx(const BackwardScanParams<typena
   constexpr int kTileFloats = Config::kTimeChunk * kWT;
   const std::int64_t W = p.width;
   const std::int64_t first_row = (first_token - p.row_offset) * W + col0 + me.q;
-  float direct[kRows][4], dgx_rows[kRows][4], dga_rows[kRows][4];
+  float dgx_rows[kRows][4], dga_rows[kRows][4];
   chunk_row_gradients<Config, kRows, kStep, false>(
       staged, me.log_a_coeff, me.row0, valid, tiles.u, tiles.dh, tiles.x, da_shares,
       [&](int j, int r, const float (&dx)[4], const float (&dgx)[4], const float (&dga)[4]) {
         store_vector<float, 4>(p.dgx_f32 + first_row + r * W, dgx);
         store_vector<float, 4>(p.dga_f32 + first_row + r * W, dga);
+        // dx's direct path over the row's dh, which this thread alone read (above, in chunk_row_gradients): it waits
+        // there for (E)'s sums, where 16 registers a thread spilled across (E) before.
+        *reinterpret_cast<float4*>(tiles.dh + r * kWT + me.q) = make_float4(dx[0], dx[1], dx[2], dx[3]);
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
-          direct[j][v] = dx[v];
           dgx_rows[j][v] = dgx[v];
           dga_rows[j][v] = dga[v];
         }
       });
-  __syncthreads();  // the gate, u and dh tiles are read: (E) takes their memory
+  __syncthreads();  // the gate and u tiles are read: (E) takes their memory (dh now holds dx's direct path)
   tiles_read();
   if (thread == 0 && ticket >= 0) HAWK_BACKWARD_SCAN_TRACE(6, ticket);  // the row gradients are written
   Dx::template stage_rows<kRows, kStep>(tiles.grad_stage, dgx_rows, me.row0, me.q, valid);
@@ -441,7 +450,7 @@ __device__ __forceinline__ void gradients_and_dx(const BackwardScanParams<typena
                  thread % 32);
   Dx::store_sums(tiles.sums, acc, warp_row0, warp_col0, thread % 32);
   __syncthreads();
-  Dx::template finish_rows<kRows, kStep>(tiles.sums, direct, me.row0, me.q, valid,
+  Dx::template finish_rows<kRows, kStep>(tiles.sums, tiles.dh, me.row0, me.q, valid,
                                          p.dx + first_token * W + col0 + me.q, W);
   if (thread == 0 && ticket >= 0) HAWK_BACKWARD_SCAN_TRACE(7, ticket);  // dx and the d a_param partial row are written
 }
