@@ -72,7 +72,6 @@ struct Tiles : Base {
   static constexpr int kWeightGradMinBlocks = WeightGradMinBlocks;
   static constexpr int kWeightGradStep = WeightGradStep;
   static constexpr int kWeightGradStages = WeightGradStages;
-  static constexpr bool kDxResidentWeights = false;  // the tiled dx kernel's tiles are what these vary
 };
 
 //! A shipped configuration with dx's other way of reading its 16-bit weights: interleaved in place for ldmatrix
@@ -80,14 +79,6 @@ struct Tiles : Base {
 template <class Base>
 struct DxOtherWeightReads : Base {
   static constexpr bool kDxInterleavedWeights = !Base::kDxInterleavedWeights;
-  static constexpr bool kDxResidentWeights = false;
-};
-
-//! A shipped configuration whose dx runs the tiled kernel (backward_dx_kernel) where it ships the one with resident
-//! weights (BackwardConfig::kDxResidentWeights): what 16-bit w = 128 ran before (the same bits).
-template <class Base>
-struct TiledDx : Base {
-  static constexpr bool kDxResidentWeights = false;
 };
 
 //! A shipped configuration whose dx stages its reduction `Step` deep in `Stages` stages (the depth does not change the
@@ -96,7 +87,6 @@ template <class Base, int Step, int Stages>
 struct DxDepth : Base {
   static constexpr int kDxStep = Step;
   static constexpr int kDxStages = Stages;
-  static constexpr bool kDxResidentWeights = false;
 };
 
 struct Inputs {
@@ -191,53 +181,27 @@ unsigned long long weight_grad_differing_bytes(const Inputs& in, const Outputs& 
 //! Lets `Config`'s two product kernels take their dynamic shared memory.
 template <class Config>
 void allow_product_shared_memory() {
-  if constexpr (Config::kDxResidentWeights) {
-    PROBE_CUDA(cudaFuncSetAttribute(hawk::rglru::backward_dx_resident_kernel<Config>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(hawk::rglru::DxResidentLayout<Config>::kSharedBytes)));
-  } else {
-    PROBE_CUDA(cudaFuncSetAttribute(hawk::rglru::backward_dx_kernel<Config>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(hawk::rglru::DxProductLayout<Config>::kSharedBytes)));
-  }
+  PROBE_CUDA(cudaFuncSetAttribute(hawk::rglru::backward_dx_kernel<Config>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(hawk::rglru::DxProductLayout<Config>::kSharedBytes)));
   PROBE_CUDA(cudaFuncSetAttribute(hawk::rglru::backward_weight_grad_kernel<Config>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(hawk::rglru::WeightGradProductLayout<Config>::kSharedBytes)));
-}
-
-//! `Config`'s dx kernel launched as the operator launches it (behind the weight gradients by programmatic dependent
-//! launch when `overlap`): the resident one in as many tile groups as the device holds at once, else the tiled one.
-template <class Config>
-void launch_dx(const Inputs& in, const Outputs& out, bool overlap) {
-  if constexpr (Config::kDxResidentWeights) {
-    using Resident = hawk::rglru::DxResidentLayout<Config>;
-    double resident = 0;
-    const hawk::Status status = hawk::device_resident_ctas(Resident::kSharedBytes, Config::kProductThreads, resident);
-    if (!status.ok()) {
-      std::fprintf(stderr, "device_resident_ctas: %s\n", status.message().c_str());
-      std::exit(1);
-    }
-    const auto ctas = static_cast<unsigned int>(Resident::ctas(in.H, Resident::groups(in.T, in.H, resident)));
-    PROBE_CUDA(hawk::launch_programmatic_dependent(hawk::rglru::backward_dx_resident_kernel<Config>, dim3(ctas),
-                                                   dim3(Config::kProductThreads), Resident::kSharedBytes, nullptr,
-                                                   overlap, dx_params(in, out)));
-  } else {
-    using DxLayout = hawk::rglru::DxProductLayout<Config>;
-    PROBE_CUDA(hawk::launch_programmatic_dependent(
-        hawk::rglru::backward_dx_kernel<Config>, dim3(static_cast<unsigned int>(DxLayout::ctas(in.T, in.H))),
-        dim3(Config::kProductThreads), DxLayout::kSharedBytes, nullptr, overlap, dx_params(in, out)));
-  }
 }
 
 //! Runs `Config`'s two kernels, compares them with the wmma kernels' outputs `reference` and times them.
 template <class Config>
 bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us,
                    const char* variant, Report& report) {
+  using DxLayout = hawk::rglru::DxProductLayout<Config>;
   using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
   Outputs out(in);
+  const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
   const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
   allow_product_shared_memory<Config>();
-  auto dx = [&] { launch_dx<Config>(in, out, false); };
+  auto dx = [&] {
+    dx_kernel<<<static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)), Config::kProductThreads,
+                DxLayout::kSharedBytes>>>(dx_params(in, out));
+  };
   auto wg = [&] {
     wg_kernel<<<dim3(WeightGradLayout::kColTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kRowTiles,
                      static_cast<unsigned int>(in.segments)),
@@ -260,7 +224,9 @@ bool probe_variant(const Inputs& in, const Outputs& reference, double wmma_dx_us
 template <class Config>
 bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report,
                 const char* tiles = nullptr) {
+  using DxLayout = hawk::rglru::DxProductLayout<Config>;
   using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
+  const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
   const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
   allow_product_shared_memory<Config>();
   bool same = true;
@@ -270,7 +236,9 @@ bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, d
       wg_kernel<<<dim3(WeightGradLayout::kColTiles, static_cast<unsigned int>(in.H) * WeightGradLayout::kRowTiles,
                        static_cast<unsigned int>(in.segments)),
                   Config::kProductThreads, WeightGradLayout::kSharedBytes>>>(wg_params(in, out));
-      launch_dx<Config>(in, out, overlap);
+      PROBE_CUDA(hawk::launch_programmatic_dependent(
+          dx_kernel, dim3(static_cast<unsigned int>(DxLayout::ctas(in.T, in.H))), dim3(Config::kProductThreads),
+          DxLayout::kSharedBytes, nullptr, overlap, dx_params(in, out)));
     };
     pair();
     PROBE_CUDA(cudaDeviceSynchronize());
@@ -377,13 +345,6 @@ bool probe_shape(const Shape& shape, Report& report) {
   // and 256, else 64 x 64, in two 64-deep stages.
   bool same = probe_variant<Config>(in, reference, wmma_dx_us, wmma_wg_us, "shipped", report);
   same = probe_pair<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
-  if constexpr (Config::kDxResidentWeights) {
-    // 16-bit w = 128 ships dx with resident weights (thirty-second session, not yet measured when written): the tiled
-    // kernel it replaced, alone and as the operator launched the pair.
-    same = probe_variant<TiledDx<Config>>(in, reference, wmma_dx_us, wmma_wg_us, "dx tiled (before)", report) &&
-           same;
-    same = probe_pair<TiledDx<Config>>(in, reference, wmma_dx_us, wmma_wg_us, report, "dx tiled (before)") && same;
-  }
   // dx in the other depth (config.cuh, kDxStep): three 32-deep stages where w = 128 and 256 ship two 64-deep ones
   // (1.05x and 1.03x, 2026-12-04), two 64-deep ones at w = 64 (0.98x). Three 64-deep stages lost everywhere
   // (0.78-0.95x: fewer CTAs an SM).

@@ -401,15 +401,6 @@ struct BackwardConfig {
   //! 10)) and costs the narrower tiles, whose in-place pass each step is not repaid (w = 128: 106.0 -> 109.9 us at
   //! (4, 2048, 2048, 16); w = 64: 88.6 -> 90.6 at (16, 1024, 1024, 16); H200, 2026-12-04, products probe).
   static constexpr bool kDxInterleavedWeights = kWholeBlockDx;
-  //! dx with 16-bit w = 128 in 64-deep steps (the shipped configuration; the compact one of 99 KB GPUs steps 32 deep
-  //! and keeps the tiled kernel): persistent CTAs that keep their block's Wx and Wa
-  //! resident in shared memory (loaded and interleaved for ldmatrix once, 69,632 bytes) and walk token tiles through
-  //! a gradient-only ring (kernels/backward_projection_kernels.cuh, backward_dx_resident_kernel; 104,448 bytes, two
-  //! CTAs an SM): where the tiled kernel stages both weight matrices again for every 64 tokens (half of what it
-  //! stages) and cannot afford the interleave pass each step. Speed only: each output's chain of products is the
-  //! tiled kernel's (the same bits; tests/gpu/rglru/backward_products_test.cu).
-  static constexpr bool kDxResidentWeights =
-      kSixteenBitProducts && kBlockWidth == 128 && kDxCols == kBlockWidth && kDxStep == 64;
   //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
   //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile

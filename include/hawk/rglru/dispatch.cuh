@@ -295,7 +295,7 @@ constexpr std::size_t backward_shared_bytes() {
   std::size_t bytes = std::max(backward_detail::ScanLayout<Backward>::kSharedBytes,
                                backward_detail::ScanLayout<Backward, true>::kSharedBytes);
   if constexpr (Backward::kFused)
-    bytes = std::max({bytes, dx_product_shared_bytes<Backward>(), WeightGradProductLayout<Backward>::kSharedBytes});
+    bytes = std::max({bytes, DxProductLayout<Backward>::kSharedBytes, WeightGradProductLayout<Backward>::kSharedBytes});
   return bytes;
 }
 
@@ -336,7 +336,7 @@ Status visit_backward_config(Visit&& visit) {
     // The compact backward's promise: the chunked scan and both products within 99 KB, the sequential scan within
     // 163 KB (only fp32 w = 256's exceeds 99 KB; a 99 KB GPU runs its chunked scan).
     static_assert(backward_detail::ScanLayout<Compact, true>::kSharedBytes <= kSharedMemory99KB &&
-                      (!Compact::kFused || (dx_product_shared_bytes<Compact>() <= kSharedMemory99KB &&
+                      (!Compact::kFused || (DxProductLayout<Compact>::kSharedBytes <= kSharedMemory99KB &&
                                             WeightGradProductLayout<Compact>::kSharedBytes <= kSharedMemory99KB)) &&
                       backward_detail::ScanLayout<Compact>::kSharedBytes <= kSharedMemory163KB,
                   "a compact backward configuration outgrew the shared memory it is sized for");

@@ -142,15 +142,16 @@ std::vector<Bytes> run_previous(const ProductInputs<typename Config::Element>& i
   return out.bytes();
 }
 
-//! The shipped kernels, launched as operators/backward.cuh launches them. `dx_groups` > 0: the resident dx kernel's
-//! tile groups (BackwardConfig::kDxResidentWeights; each CTA then walks about ceil(tiles / dx_groups) tiles, none
-//! where dx_groups exceeds the tiles), where the operator takes as many as the device holds at once, at most one a
-//! tile.
+//! The shipped kernels, launched as operators/backward.cuh launches them.
 template <class Config>
-std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in, std::int64_t dx_groups = 0) {
+std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in) {
+  using Element = typename Config::Element;
+  using DxLayout = hawk::rglru::DxProductLayout<Config>;
   using WeightGradLayout = hawk::rglru::WeightGradProductLayout<Config>;
-  ProductOutputs<typename Config::Element> out(in);
+  ProductOutputs<Element> out(in);
+  const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
   const auto wg_kernel = hawk::rglru::backward_weight_grad_kernel<Config>;
+  REQUIRE(hawk::KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes).ok());
   REQUIRE(hawk::KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes).ok());
   // The weight gradients first, dx behind them by programmatic dependent launch where the device has it.
   const auto H = static_cast<unsigned int>(in.H);
@@ -160,24 +161,9 @@ std::vector<Bytes> run_current(const ProductInputs<typename Config::Element>& in
   HAWK_TEST_CUDA(cudaGetLastError());
   bool overlap = false;
   REQUIRE(hawk::device_supports_dependent_launch(overlap).ok());
-  if constexpr (Config::kDxResidentWeights) {
-    using Resident = hawk::rglru::DxResidentLayout<Config>;
-    const auto dx_kernel = hawk::rglru::backward_dx_resident_kernel<Config>;
-    REQUIRE(hawk::KernelSharedMemory<Resident>::ensure(dx_kernel, Resident::kSharedBytes).ok());
-    double resident = 0;
-    REQUIRE(hawk::device_resident_ctas(Resident::kSharedBytes, Config::kProductThreads, resident).ok());
-    const std::int64_t groups = dx_groups > 0 ? dx_groups : Resident::groups(in.T, in.H, resident);
-    const dim3 dx_grid(static_cast<unsigned int>(Resident::ctas(in.H, groups)));
-    HAWK_TEST_CUDA(hawk::launch_programmatic_dependent(dx_kernel, dx_grid, dim3(Config::kProductThreads),
-                                                       Resident::kSharedBytes, nullptr, overlap, dx_params(in, out)));
-  } else {
-    using DxLayout = hawk::rglru::DxProductLayout<Config>;
-    const auto dx_kernel = hawk::rglru::backward_dx_kernel<Config>;
-    REQUIRE(hawk::KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes).ok());
-    const dim3 dx_grid(static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)));
-    HAWK_TEST_CUDA(hawk::launch_programmatic_dependent(dx_kernel, dx_grid, dim3(Config::kProductThreads),
-                                                       DxLayout::kSharedBytes, nullptr, overlap, dx_params(in, out)));
-  }
+  const dim3 dx_grid(static_cast<unsigned int>(DxLayout::ctas(in.T, in.H)));
+  HAWK_TEST_CUDA(hawk::launch_programmatic_dependent(dx_kernel, dx_grid, dim3(Config::kProductThreads),
+                                                     DxLayout::kSharedBytes, nullptr, overlap, dx_params(in, out)));
   HAWK_TEST_CUDA(cudaGetLastError());
   HAWK_TEST_CUDA(cudaDeviceSynchronize());
   return out.bytes();
@@ -208,15 +194,13 @@ bool same_bits_up_to_nan(const Bytes& a, const Bytes& b, std::size_t element_byt
 }
 
 template <class Config>
-void check_same_bits(std::int64_t T, std::int64_t H, bool dead_tokens, std::int64_t dx_groups = 0) {
+void check_same_bits(std::int64_t T, std::int64_t H, bool dead_tokens) {
   using Element = typename Config::Element;
   INFO("w = " << Config::kBlockWidth << ", element bytes " << sizeof(Element) << ", " << Config::kTf32Passes
-              << " tf32 passes, T = " << T << ", H = " << H << (dead_tokens ? ", dead tokens" : "")
-              << (Config::kDxResidentWeights ? ", dx with resident weights" : "") << ", dx tile groups "
-              << dx_groups << " (0: the operator's)");
+              << " tf32 passes, T = " << T << ", H = " << H << (dead_tokens ? ", dead tokens" : ""));
   const ProductInputs<Element> in(T, H, Config::kBlockWidth, dead_tokens);
   const std::vector<Bytes> previous = run_previous<Config>(in);
-  const std::vector<Bytes> current = run_current<Config>(in, dx_groups);
+  const std::vector<Bytes> current = run_current<Config>(in);
   for (std::size_t output = 0; output < previous.size(); ++output) {
     INFO(kOutputNames[output]);
     CHECK(current[output] == previous[output]);
@@ -320,7 +304,6 @@ namespace {
 template <class Base>
 struct OtherDxWeightReads : Base {
   static constexpr bool kDxInterleavedWeights = !Base::kDxInterleavedWeights;
-  static constexpr bool kDxResidentWeights = false;  // the tiled kernel, whose weight reads this flag picks
 };
 
 }  // namespace
@@ -338,39 +321,6 @@ TEST_CASE("backward products: dx's 16-bit weights read as staged or interleaved 
   using Forward144 = hawk::rglru::ForwardConfig<__nv_bfloat16, 144, 16, 64, 256, ResetFlags,
                                                 hawk::rglru::GateMode::kFused, 2>;
   check_same_bits<OtherDxWeightReads<BackwardConfig<Forward144>>>(1024 + 200, 2, true);
-}
-
-namespace {
-
-//! A configuration whose resident dx kernel stages its gradients `Step` deep in `Stages` stages (the shipped one: two
-//! 64-deep stages; three 32-deep ones, 97,280 bytes, exercise the ring's other commit-group count). The same bits.
-template <class Base, int Step, int Stages>
-struct ResidentDxDepth : Base {
-  static constexpr int kDxStep = Step;
-  static constexpr int kDxStages = Stages;
-  static constexpr bool kDxResidentWeights = true;
-};
-
-}  // namespace
-
-TEST_CASE("backward products: dx with resident weights gives the wmma kernels' bits whatever tiles each CTA walks "
-          "(1, 2, 3, 7 tile groups, more groups than tiles, the operator's grouping; two and three ring stages)",
-          "[backward][products]") {
-  static_assert(Shipped<__nv_bfloat16, 128>::kDxResidentWeights && Shipped<__half, 128>::kDxResidentWeights &&
-                    !Shipped<__nv_bfloat16, 64>::kDxResidentWeights && !Shipped<__half, 256>::kDxResidentWeights &&
-                    !Shipped<float, 128>::kDxResidentWeights,
-                "the shipped split: resident weights for 16-bit w = 128 alone");
-  // 2 * 1024 + 333 tokens: 38 tiles, the last partial; one group walks all of them, seven leave a remainder of three.
-  for (const std::int64_t groups : {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{7}}) {
-    check_same_bits<Shipped<__nv_bfloat16, 128>>(2 * 1024 + 333, 3, false, groups);
-  }
-  check_same_bits<Shipped<__nv_bfloat16, 128>>(2 * 1024 + 333, 3, false);   // the operator's grouping
-  check_same_bits<Shipped<__half, 128>>(1024 + 200, 2, true, 3);  // dead tokens across tiles a CTA walks in turn
-  check_same_bits<Shipped<__nv_bfloat16, 128>>(77, 1, true, 1);   // one CTA, two tiles, the second partial
-  check_same_bits<Shipped<__nv_bfloat16, 128>>(77, 2, false, 5);  // three of five groups without a tile
-  using Forward128 = typename DefaultFusedConfig<__nv_bfloat16, 128, ResetFlags>::type;
-  check_same_bits<BackwardConfig<Forward128, 3>>(1024 + 200, 2, true, 2);  // three passes: A read unrounded
-  check_same_bits<ResidentDxDepth<Shipped<__nv_bfloat16, 128>, 32, 3>>(2 * 1024 + 333, 2, true, 3);
 }
 
 namespace {

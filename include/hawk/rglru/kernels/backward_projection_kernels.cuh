@@ -12,8 +12,6 @@
 //!
 //! - `backward_dx_kernel`: one CTA per kDxRows tokens x kDxCols channels of one block. A token's dx depends on its
 //!   own row only, through a fixed sequence of products: row gradients are bitwise batch-invariant.
-//! - `backward_dx_resident_kernel` (BackwardConfig::kDxResidentWeights: 16-bit w = 128): the same products in
-//!   persistent CTAs of a whole block, its weights resident, each walking every G-th tile of 64 tokens.
 //! - `backward_weight_grad_kernel`: one CTA per (time segment of `kWeightGradSegment` tokens, block k, tile of
 //!   kWeightGradTile x kWeightGradCols of [i, o]); it writes the segment's partial of dW (and of db) to the
 //!   workspace, in fp32. The ordered reduction (kernels/ordered_sum_kernel.cuh) then sums the segments in index
@@ -33,9 +31,8 @@
 //! workspace rows were never written. The dx kernel neither reads them (zero-filled) nor writes their dx rows;
 //! the weight-gradient kernel takes their x and gradients as zeros without reading them (x of a padding sequence
 //! may hold anything, and NaN · 0 is NaN). With `live_tokens` null every token is live and nothing extra runs.
-//! Every kernel here returns at once when the call's device checks failed (`checks`).
+//! Both kernels return at once when the call's device checks failed (`checks`).
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -121,61 +118,6 @@ struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Confi
     return (num_tokens + kRows - 1) / kRows * num_blocks * kColTiles;
   }
 };
-
-//! The shared memory, warp tiling and grid of `backward_dx_resident_kernel` (BackwardConfig::kDxResidentWeights).
-//! Also the tag of its dynamic shared memory limit and of its dependent-launch verdict.
-//!
-//! The block's two weight matrices lie resident at the front, W[i][o] of matrix m at
-//! m · kWeightMatrixElements + i · kWeightStride + o, every 8-element piece interleaved (interleave_piece_halves);
-//! behind them a ring of kStages gradient steps dg[t][o0 .. o0 + kDxStep) of kDxRows tokens (fp32, A row-major), as
-//! the tiled kernel's. Warps (ProductWarpGrid): 2 along tokens x 4 along channels, each kDxRows / 2 x w / 4.
-template <class Config>
-struct DxResidentLayout : ProductWarpGrid<Config::kDxRows, Config::kBlockWidth, Config::kProductThreads> {
-  using Element = typename Config::Element;
-  static constexpr int kRows = Config::kDxRows;
-  static constexpr int kWidth = Config::kBlockWidth;  // every i of the block (the CTA's columns), and every o
-  static constexpr int kStep = Config::kDxStep;
-  static constexpr int kStages = Config::kDxStages;
-  static constexpr int kOSteps = kWidth / kStep;
-  static constexpr int kStepsPerTile = 2 * kOSteps;  // (dgx · Wxᵀ, then dga · Waᵀ) x reduction steps
-  static constexpr int kGradStride = kStep + 4;       // floats: 4 (mod 32) words (read_a_rows_ldmatrix)
-  // 16-byte padded rows: 4 (mod 32) words at w = 64 and 128 (read_b_rows_interleaved, conflict-free).
-  static constexpr int kWeightStride = kWidth + 16 / static_cast<int>(sizeof(Element));
-  static constexpr int kWeightMatrixElements = kWidth * kWeightStride;
-  static constexpr std::size_t kWeightBytes = 2 * sizeof(Element) * kWeightMatrixElements;
-  static constexpr std::size_t kGradBytes = sizeof(float) * kRows * kGradStride;
-  static constexpr std::size_t kSharedBytes = kWeightBytes + kStages * kGradBytes;
-  //! CTAs an SM that its shared memory and __launch_bounds__ are sized for (104,448 bytes at w = 128: two on sm_90).
-  static constexpr int kMinBlocks = 2;
-  static_assert(sizeof(Element) == 2, "DxResidentLayout: 16-bit weights (ldmatrix of interleaved pieces)");
-  static_assert(kWidth % kStep == 0 && kStep % 8 == 0, "DxResidentLayout: whole reduction steps of whole k groups");
-  static_assert(kWeightBytes % 16 == 0 && kGradBytes % 16 == 0 && (sizeof(Element) * kWeightStride) % 16 == 0,
-                "DxResidentLayout: 16-byte aligned rows (cp.async)");
-
-  //! Token tiles of a launch of `num_tokens` tokens.
-  HAWK_HOST_DEVICE static constexpr std::int64_t tiles(std::int64_t num_tokens) {
-    return (num_tokens + kRows - 1) / kRows;
-  }
-  //! Tile groups: the CTAs per block, each walking the tiles g, g + G, g + 2G, ...: as many as `resident` CTAs
-  //! (the device's, device_resident_ctas) give each block, at least one and at most one per tile.
-  static std::int64_t groups(std::int64_t num_tokens, std::int64_t num_blocks, double resident) {
-    const auto per_block = static_cast<std::int64_t>(resident) / (num_blocks > 0 ? num_blocks : 1);
-    return std::max<std::int64_t>(1, std::min<std::int64_t>(per_block, tiles(num_tokens)));
-  }
-  //! CTAs of one launch with `tile_groups` groups: blocks x groups, block fastest, so that the CTAs of every block
-  //! read the same gradient rows side by side.
-  static std::int64_t ctas(std::int64_t num_blocks, std::int64_t tile_groups) { return num_blocks * tile_groups; }
-};
-
-//! The dynamic shared memory per CTA of the dx kernel that `Config` runs (the resident or the tiled one).
-template <class Config>
-constexpr std::size_t dx_product_shared_bytes() {
-  if constexpr (Config::kDxResidentWeights) {
-    return DxResidentLayout<Config>::kSharedBytes;
-  } else {
-    return DxProductLayout<Config>::kSharedBytes;
-  }
-}
 
 //! The shared memory and warp tiling of `backward_weight_grad_kernel`. Also the tag of its dynamic shared memory
 //! limit.
@@ -436,210 +378,6 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   // may have run beside its last wave: it ends only after that kernel has, so that the call's next launch (the
   // ordered sums of its partials) and whatever the caller queues next see both kernels done. A plain launch
   // returns at once.
-  wait_for_prerequisite_grids();
-}
-
-//! dx = dx_direct + dgx·Wxᵀ + dga·Waᵀ per block, in persistent CTAs that keep the block's weights resident
-//! (BackwardConfig::kDxResidentWeights). Grid: DxResidentLayout::ctas CTAs (1-D: block fastest, then tile group),
-//! dynamic shared memory DxResidentLayout::kSharedBytes. CTA (block k, group g of G) computes the tiles of 64 tokens
-//! g, g + G, ... for every channel of block k, through one ring of gradient steps that runs on across its tiles (the
-//! flattened step tile · kStepsPerTile + q), so that no tile waits for a prologue of its own.
-//!
-//! Bits: each output is the tiled kernel's chain (backward_dx_kernel): +0, then dgx · Wxᵀ's o = 0 .. w - 1 and
-//! dga · Waᵀ's in groups of 8 by mma_k8 with the same operands (gradients rounded to tf32 where staged with one pass;
-//! the weights exact, read by ldmatrix from interleaved pieces as the whole-block tiles read them), then dx_direct +
-//! the sum, rounded once to Element. The accumulators are cleared after each tile's last step.
-template <class Config>
-__global__ void __launch_bounds__(Config::kProductThreads, DxResidentLayout<Config>::kMinBlocks)
-    backward_dx_resident_kernel(const BackwardDxParams<typename Config::Element> params) {
-  using Element = typename Config::Element;
-  using Layout = DxResidentLayout<Config>;
-  constexpr int kPasses = Config::kTf32Passes;
-  constexpr int kWidth = Layout::kWidth;
-  constexpr int kStep = Layout::kStep;
-  constexpr int kOSteps = Layout::kOSteps;
-  constexpr int kStepsPerTile = Layout::kStepsPerTile;
-  constexpr int kThreads = Config::kProductThreads;
-  constexpr int kGradPiecesPerRow = kStep / 4;
-  constexpr int kGradPiecesPerThread = Layout::kRows * kGradPiecesPerRow / kThreads;
-  constexpr int kGradRowsPerPass = kThreads / kGradPiecesPerRow;
-  constexpr int kWeightPiecesPerRow = kWidth / 8;  // 16-byte pieces of 8 elements
-  constexpr int kWeightPiecesPerMatrix = kWidth * kWeightPiecesPerRow;
-  constexpr int kWeightPiecesPerThread = 2 * kWeightPiecesPerMatrix / kThreads;
-  static_assert(Layout::kRows * kGradPiecesPerRow % kThreads == 0 && 2 * kWeightPiecesPerMatrix % kThreads == 0 &&
-                    kThreads % kGradPiecesPerRow == 0,
-                "dx (resident weights): whole pieces per thread, a thread's gradient pieces in one column");
-  constexpr int kBGroup = Layout::kNBlocks % 4 == 0 ? 4 : 2;  // n blocks a B ldmatrix reads
-  static_assert(Layout::kNBlocks % kBGroup == 0, "dx (resident weights): whole ldmatrix groups of n blocks");
-  // One pass: each thread rounds the gradient pieces it staged once they land (the values every warp would round
-  // itself), and the warps read them with ldmatrix; three passes keep them unrounded for their remainders.
-  constexpr bool kRoundWhenStaged = kPasses == 1;
-  extern __shared__ __align__(128) unsigned char dx_resident_shared[];
-
-  if (device_checks_failed(params.checks)) {  // a bad index tensor: write nothing
-    wait_for_prerequisite_grids();            // and end after the weight-gradient kernel, as below
-    return;
-  }
-
-  const int tid = threadIdx.x;
-  const MmaLane lane(tid % 32);
-  const int warp = tid / 32;
-  const int warp_row0 = (warp / Layout::kWarpsN) * Layout::kWarpRows;
-  const int warp_col0 = (warp % Layout::kWarpsN) * Layout::kWarpCols;
-  const std::int64_t H = params.num_blocks;
-  const std::int64_t block = blockIdx.x % H;
-  const std::int64_t group = blockIdx.x / H;
-  const std::int64_t groups = gridDim.x / H;
-  const std::int64_t W = params.width;
-  const std::int64_t T = params.num_tokens;
-  const std::int64_t block_col = block * kWidth;
-  const std::int64_t tiles = Layout::tiles(T - params.first_token);
-  // This CTA's tiles: group, group + groups, ... below `tiles`.
-  const std::int64_t my_tiles = group < tiles ? (tiles - group + groups - 1) / groups : 0;
-  const std::int64_t steps = my_tiles * kStepsPerTile;
-
-  Element* const weights = reinterpret_cast<Element*>(dx_resident_shared);
-  float* const ring = reinterpret_cast<float*>(dx_resident_shared + Layout::kWeightBytes);
-  auto grad_tile = [&](int stage) { return ring + stage * (Layout::kGradBytes / sizeof(float)); };
-  const int grad_row = tid / kGradPiecesPerRow;
-  const int grad_col = (tid % kGradPiecesPerRow) * 4;
-  const int grad_shared = grad_row * Layout::kGradStride + grad_col;
-  // The first token of this CTA's n-th tile.
-  auto tile_row0 = [&](std::int64_t n) { return params.first_token + (group + n * groups) * Layout::kRows; };
-
-  // The weights: piece p of the thread (p = tid + j · kThreads) is matrix p / kWeightPiecesPerMatrix, row (i) and
-  // 8-element column group within it; one commit group, older than every gradient step's.
-  auto weight_piece = [&](int j, int& matrix, int& row, int& col) {
-    const int p = tid + j * kThreads;
-    matrix = p / kWeightPiecesPerMatrix;
-    row = p % kWeightPiecesPerMatrix / kWeightPiecesPerRow;
-    col = p % kWeightPiecesPerRow * 8;
-  };
-#pragma unroll
-  for (int j = 0; j < kWeightPiecesPerThread; ++j) {
-    int matrix, row, col;
-    weight_piece(j, matrix, row, col);
-    const Element* source = (matrix == 0 ? params.Wx : params.Wa) + block * kWidth * kWidth;
-    stage_piece(weights + matrix * Layout::kWeightMatrixElements + row * Layout::kWeightStride + col, source,
-                static_cast<std::int64_t>(row * kWidth + col), true);
-  }
-  cp_async_commit();
-
-  // Issue the cp.async of this CTA's flattened step `step` into `stage` (one commit group per step, empty past the
-  // end). Rows past T or of dead tokens are zero-filled (their workspace rows were never written).
-  auto request_step = [&](std::int64_t step, int stage) {
-    if (step < steps) {
-      const std::int64_t row0 = tile_row0(step / kStepsPerTile);
-      const int q = static_cast<int>(step % kStepsPerTile);
-      const float* grad = q < kOSteps ? params.dgx : params.dga;
-      const int o0 = (q % kOSteps) * kStep;
-      float* const grads = grad_tile(stage) + grad_shared;
-#pragma unroll
-      for (int j = 0; j < kGradPiecesPerThread; ++j) {
-        const std::int64_t t = row0 + grad_row + j * kGradRowsPerPass;
-        const bool staged = t < T && (params.live_tokens == nullptr || params.live_tokens[t] != 0);
-        stage_piece(grads + j * kGradRowsPerPass * Layout::kGradStride, grad,
-                    (t - params.first_token) * W + block_col + o0 + grad_col, staged);
-      }
-    }
-    cp_async_commit();
-  };
-
-  float acc[Layout::kMBlocks][Layout::kNBlocks][4] = {};
-#pragma unroll
-  for (int s = 0; s < Layout::kStages - 1; ++s) request_step(s, s);
-
-  int stage = 0;
-  int refill_stage = Layout::kStages - 1;
-#pragma unroll 1
-  for (std::int64_t step = 0; step < steps; ++step) {
-    cp_async_wait<Layout::kStages - 2>();  // this step's gradients (and, older, the weights) have landed ...
-    if (step == 0) {
-#pragma unroll
-      for (int j = 0; j < kWeightPiecesPerThread; ++j) {  // the pieces this thread staged, interleaved once
-        int matrix, row, col;
-        weight_piece(j, matrix, row, col);
-        interleave_piece_halves(weights + matrix * Layout::kWeightMatrixElements + row * Layout::kWeightStride + col);
-      }
-    }
-    if constexpr (kRoundWhenStaged) {
-      float* const staged = grad_tile(stage) + grad_shared;
-#pragma unroll
-      for (int j = 0; j < kGradPiecesPerThread; ++j) {
-        round_piece_to_tf32(staged + j * kGradRowsPerPass * Layout::kGradStride);
-      }
-    }
-    __syncthreads();  // ... every thread's; and every warp is done with the stage refilled below
-    request_step(step + Layout::kStages - 1, refill_stage);
-    const float* const grads = grad_tile(stage);
-    stage = stage + 1 == Layout::kStages ? 0 : stage + 1;
-    refill_stage = refill_stage + 1 == Layout::kStages ? 0 : refill_stage + 1;
-    const int q = static_cast<int>(step % kStepsPerTile);
-    const Element* const matrix_weights = weights + (q < kOSteps ? 0 : Layout::kWeightMatrixElements);
-    const int o0 = (q % kOSteps) * kStep;
-#pragma unroll
-    for (int k = 0; k < kStep; k += 8) {
-      Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
-#pragma unroll
-      for (int m = 0; m < Layout::kMBlocks; ++m) {
-        float values[4];
-        if constexpr (kRoundWhenStaged) {
-          read_a_rows_ldmatrix(grads, Layout::kGradStride, warp_row0 + 16 * m, k, tid % 32, values);
-          a[m] = to_tf32_operand<kPasses, true>(values);  // rounded when staged
-        } else {
-          read_a_rows(grads, Layout::kGradStride, warp_row0 + 16 * m, k, lane, values);
-          a[m] = to_tf32_operand<kPasses, false>(values);
-        }
-      }
-      // B(o, i) = W[i][o]: the resident weight rows are B's columns, o0 + k their k.
-#pragma unroll
-      for (int n = 0; n < Layout::kNBlocks; n += kBGroup) {
-        float values[kBGroup][2];
-        read_b_rows_interleaved<Element, kBGroup>(matrix_weights, Layout::kWeightStride, warp_col0 + 8 * n, o0 + k,
-                                                   tid % 32, values);
-#pragma unroll
-        for (int b = 0; b < kBGroup; ++b) {
-          const Tf32Operand<kPasses, 2> operand = to_tf32_operand<kPasses, true>(values[b]);  // exact 16-bit values
-#pragma unroll
-          for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[m][n + b], a[m], operand);
-        }
-      }
-    }
-    if (q + 1 == kStepsPerTile) {
-      // The tile's dx = dx_direct + the products, as the tiled kernel's epilogue: every read of a row's dx_direct
-      // before its first store; then the accumulators start over for the next tile.
-      const std::int64_t row0 = tile_row0(step / kStepsPerTile);
-#pragma unroll
-      for (int m = 0; m < Layout::kMBlocks; ++m) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const std::int64_t t = row0 + warp_row0 + 16 * m + 8 * half + lane.group;
-          if (t >= T) continue;
-          if (params.live_tokens != nullptr && params.live_tokens[t] == 0) continue;  // a skipped sequence's row
-          const float* const direct_row = params.dx_direct + (t - params.first_token) * W + block_col;
-          float2 direct[Layout::kNBlocks];
-#pragma unroll
-          for (int n = 0; n < Layout::kNBlocks; ++n) {
-            direct[n] = *reinterpret_cast<const float2*>(direct_row + warp_col0 + 8 * n + 2 * lane.thread);
-          }
-#pragma unroll
-          for (int n = 0; n < Layout::kNBlocks; ++n) {
-            const int i = warp_col0 + 8 * n + 2 * lane.thread;
-            const float pair[2] = {direct[n].x + acc[m][n][2 * half], direct[n].y + acc[m][n][2 * half + 1]};
-            store_vector<Element, 2>(params.dx + t * W + block_col + i, pair);
-          }
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < Layout::kMBlocks; ++m)
-#pragma unroll
-        for (int n = 0; n < Layout::kNBlocks; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
-    }
-  }
-  cp_async_wait<0>();  // the last groups are empty, and a CTA without tiles still loaded the weights
-  // Launched behind the weight-gradient kernel, as the tiled kernel: end only after it has.
   wait_for_prerequisite_grids();
 }
 

@@ -222,7 +222,7 @@ class Backward {
                    StatusCode::kInvalidArgument,
                    "ceil(num_tokens / " + std::to_string(Config::kDxRows) + ") * num_blocks H * ceil(w / " +
                        std::to_string(DxLayout::kCols) + ") (the dx grid) exceeds the grid limit 2^31 - 1");
-      HAWK_RETURN_IF_ERROR(check_shared_memory(dx_product_shared_bytes<Config>()));
+      HAWK_RETURN_IF_ERROR(check_shared_memory(DxLayout::kSharedBytes));
       HAWK_RETURN_IF_ERROR(check_shared_memory(WeightGradLayout::kSharedBytes));
     }
     HAWK_REQUIRE(s.width % Config::kWidthTile == 0, StatusCode::kUnsupportedConfiguration,
@@ -534,30 +534,16 @@ class Backward {
     dx.first_token = first_token;
     dx.width = s.width;
     dx.num_blocks = static_cast<int>(s.num_blocks);
+    const auto dx_kernel = backward_dx_kernel<Config>;
+    HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
     // Behind the weight gradients only where dx's code has its griddepcontrol calls (else it could end, and the
     // ordered sums start, before the weight gradients end).
     bool overlap = false;
-    if constexpr (Config::kDxResidentWeights) {  // persistent CTAs, the block's weights resident: as many as fit
-      using Resident = DxResidentLayout<Config>;
-      const auto dx_kernel = backward_dx_resident_kernel<Config>;
-      HAWK_RETURN_IF_ERROR(KernelSharedMemory<Resident>::ensure(dx_kernel, Resident::kSharedBytes));
-      HAWK_RETURN_IF_ERROR(KernelDependentLaunch<Resident>::supported(dx_kernel, overlap));
-      double resident = 0;
-      HAWK_RETURN_IF_ERROR(device_resident_ctas(Resident::kSharedBytes, Config::kProductThreads, resident));
-      const std::int64_t groups = Resident::groups(end_token - first_token, s.num_blocks, resident);
-      const auto dx_ctas = static_cast<unsigned int>(Resident::ctas(s.num_blocks, groups));
-      HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(
-          dx_kernel, dim3(dx_ctas), dim3(Config::kProductThreads), Resident::kSharedBytes, stream, overlap, dx));
-      return last_launch_status("hawk::rglru::backward_dx_resident_kernel");
-    } else {
-      const auto dx_kernel = backward_dx_kernel<Config>;
-      HAWK_RETURN_IF_ERROR(KernelSharedMemory<DxLayout>::ensure(dx_kernel, DxLayout::kSharedBytes));
-      HAWK_RETURN_IF_ERROR(KernelDependentLaunch<DxLayout>::supported(dx_kernel, overlap));
-      const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(end_token - first_token, s.num_blocks));
-      HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(
-          dx_kernel, dim3(dx_ctas), dim3(Config::kProductThreads), DxLayout::kSharedBytes, stream, overlap, dx));
-      return last_launch_status("hawk::rglru::backward_dx_kernel");
-    }
+    HAWK_RETURN_IF_ERROR(KernelDependentLaunch<DxLayout>::supported(dx_kernel, overlap));
+    const auto dx_ctas = static_cast<unsigned int>(DxLayout::ctas(end_token - first_token, s.num_blocks));
+    HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(dx_kernel, dim3(dx_ctas), dim3(Config::kProductThreads),
+                                                            DxLayout::kSharedBytes, stream, overlap, dx));
+    return last_launch_status("hawk::rglru::backward_dx_kernel");
   }
 
   //! One launch of the ordered sums `jobs` on `stream` (its status is the caller's to read).
