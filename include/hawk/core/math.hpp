@@ -55,8 +55,8 @@ HAWK_HOST_DEVICE float sqrt_grad_capped(float z) {
 //! `Unbranched`: the fast path runs for every z and the cap is selected after it (its value discarded at or below the
 //! floor, where the approximations may meet zero or a subnormal; the same bits), so that a caller's four channels are
 //! not split into four guarded regions (BSSY / BSYNC / BRA around each call). The compiler then interleaves more and
-//! takes more registers: the w = 64 whole-block scans, held to 128 by their bounds, lose spills; the w = 256 chunked
-//! scan, unbounded, would go from 80 to 121 and lose its third CTA an SM, so it keeps the branch (CUDA 13, sm_90a).
+//! may take more registers: the RG-LRU backward scans take it where that costs no spill and no CTA an SM
+//! (rglru/block/backward_scan_phases.cuh, straight_line_gate_math).
 template <bool Unbranched = false>
 HAWK_HOST_DEVICE float sqrt_grad_capped_finite(float z) {
 #if defined(__CUDA_ARCH__)

@@ -32,6 +32,24 @@ namespace backward_detail {
 //! in flight to cover the shared-memory latency, few enough registers to keep two CTAs per SM.
 constexpr int kScanBatch = 16;
 
+//! Whether a scan takes the straight-line forms of its gate math: the sqrt derivative without its branch
+//! (math::sqrt_grad_capped_finite<true>) and, under ResetAtSequenceStart, the reset test that knows a thread's later
+//! rows are never token 0 (StagedChunk::is_reset_row). The same bits either way; only registers and instructions
+//! differ. Taken by 16-bit elements, where ptxas (CUDA 13) spills nothing with them and no scan of sm_89, sm_90a,
+//! sm_100a or sm_120a loses a CTA an SM (the w = 128 sequential scan on sm_90a: 80 -> 116 registers, under the 128
+//! that its two CTAs allow; the fused chunked scans at most 64, under the 80 of three), except on sm_80 (its w = 128
+//! sequential scans would spill 12 bytes). fp32 keeps the branches: some of its scans spill with them (sm_90a's
+//! compact w = 256 under ResetFlags, sm_120a's w = 128). The scans that compute dx take them everywhere (their
+//! 128-register bound: spills 104 -> 8 bytes at w = 64).
+template <class Config>
+__host__ __device__ constexpr bool straight_line_gate_math() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  return Config::kDxInScan;
+#else
+  return Config::kDxInScan || sizeof(typename Config::Element) == 2;
+#endif
+}
+
 //! One thread's view of the staged chunk: the chunk's inputs (`inputs`, the forward's stage layout), the fused
 //! projection's gx | ga (`gates`), its reset flags, and this thread's first channel `q` of the tile. `Config`
 //! is a BackwardConfig.
@@ -61,10 +79,9 @@ struct StagedChunk {
 
   //! is_reset(r) for a thread's row r = row0 + row_step · RowStep (row0 >= 0, RowStep >= 1, chunk_start >= 0, as every
   //! caller has them): under ResetAtSequenceStart only row_step 0 can be the sequence's token 0, so the unrolled later
-  //! rows drop the 64-bit comparison and its selects. Only in the kDxInScan scans (held to 128 registers, where it cut
-  //! spills); the unbounded w = 256 chunked scan interleaves more with it and goes from 80 to 112 registers (CUDA 13).
+  //! rows drop the 64-bit comparison and its selects (where straight_line_gate_math says).
   __device__ __forceinline__ bool is_reset_row(int r, int row_step) const {
-    if constexpr (Config::ResetPolicy::kMode == ResetMode::kSequenceStart && Config::kDxInScan) {
+    if constexpr (Config::ResetPolicy::kMode == ResetMode::kSequenceStart && straight_line_gate_math<Config>()) {
       return row_step == 0 && chunk_start == 0 && r == 0;
     } else {
       return is_reset(r);
@@ -396,9 +413,9 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
         staged.gate_logits(r, v, gx, ga);
         activations = gate_activations(gx, ga);
       }
-      // Unbranched where the kernel's register bound makes it pay (kDxInScan: 128; math.hpp says why not elsewhere).
-      const TokenGateGrads g =
-          token_gate_grads<Config::kDxInScan>(x, activations, log_a_coeff[v], reset, h_prev_v[v], dh_v[v]);
+      // The sqrt derivative without its branch where straight_line_gate_math says (the same bits).
+      const TokenGateGrads g = token_gate_grads<straight_line_gate_math<Config>()>(x, activations, log_a_coeff[v],
+                                                                                  reset, h_prev_v[v], dh_v[v]);
       dx[v] = g.dx;
       dgx[v] = g.dgx;
       dga[v] = g.dga;
