@@ -9,9 +9,11 @@
 //! - every CTA of P calls `allow_dependent_launch()` when it starts: S may then be scheduled once every CTA of P
 //!   has started (P's last wave is on the SMs);
 //! - S is launched with `launch_programmatic_dependent` (the launch attribute that allows it);
-//! - every CTA of S calls `wait_for_prerequisite_grids()` before it reads anything P writes and, so that S still
-//!   ends after P (whatever is queued behind S on the stream then sees both done, as without the overlap), before
-//!   it exits. S may read what the kernels before P wrote at once: P started only after they ended.
+//! - every CTA of S calls `wait_for_prerequisite_grids()` before it reads anything P writes; and so that S still
+//!   ends after P (whatever is queued behind S on the stream then sees both done, as without the overlap), at least
+//!   one CTA of S calls it before it exits (a grid ends when its last CTA does; the RG-LRU's dx kernel, which reads
+//!   nothing P writes, has only its last CTA wait, so that the others free their slots at once). S may read what
+//!   the kernels before P wrote at once: P started only after they ended.
 //! On a device without the feature (before sm_90) the attribute is not set and both calls do nothing: the kernels
 //! run one after the other, as plain launches.
 //!

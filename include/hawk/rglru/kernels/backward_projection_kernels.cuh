@@ -185,8 +185,14 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   constexpr int kWeightPiecesPerThread = kWeightPieces / kThreads;
   extern __shared__ __align__(128) unsigned char dx_shared[];
 
+  // Launched behind the weight-gradient kernel (programmatic dependent launch, core/dependent_launch.cuh), this grid
+  // may run beside its last wave, and must still end after it, so that the call's next launch (the ordered sums of
+  // its partials) and whatever the caller queues next see both kernels done. A grid ends when its last CTA does, so
+  // one CTA's wait is enough: the last one, which the hardware schedules last, waits; the others leave as soon as
+  // they are done and free their slots for the rest of the grid. (A plain launch's wait returns at once.)
+  const bool ends_after_weight_grads = blockIdx.x == gridDim.x - 1;
   if (device_checks_failed(params.checks)) {  // a bad index tensor: write nothing
-    wait_for_prerequisite_grids();            // and end after the weight-gradient kernel, as below
+    if (ends_after_weight_grads) wait_for_prerequisite_grids();
     return;
   }
 
@@ -374,11 +380,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       }
     }
   }
-  // Launched behind the weight-gradient kernel (programmatic dependent launch, core/dependent_launch.cuh), this CTA
-  // may have run beside its last wave: it ends only after that kernel has, so that the call's next launch (the
-  // ordered sums of its partials) and whatever the caller queues next see both kernels done. A plain launch
-  // returns at once.
-  wait_for_prerequisite_grids();
+  if (ends_after_weight_grads) wait_for_prerequisite_grids();  // the grid ends after the weight gradients (above)
 }
 
 //! Partials of dWx, dWa (and dbx, dba) over one time segment, for one kRows x kCols tile of [i, o] of block k.
