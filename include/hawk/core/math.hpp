@@ -46,9 +46,9 @@ HAWK_HOST_DEVICE float sqrt_grad_capped(float z) {
 //! operands: about 25 instructions with two branches per call, which in the backward's gradient phase also keeps the
 //! compiler from interleaving a thread's channels. Above the floor (2.5e-7) every operand either path meets is a finite
 //! normal number (z; sqrt(z) and 2·sqrt(z) up to 2^65), so only the fast paths ever run: this writes them out alone (11
-//! instructions, no branch but the floor's), the operations nvcc emits for sm_80, sm_89, sm_90, sm_100 and sm_120, in the
-//! same order on the same operands. The FTZ flags of the approximations and of two multiplies differ from nvcc's, which
-//! cannot matter for normal operands and results. z = +inf (which 1 - a² never is) gives NaN here and 0 there.
+//! instructions, no branch but the floor's), the operations nvcc emits for sm_80, sm_89, sm_90, sm_100 and sm_120, in
+//! the same order on the same operands. The FTZ flags of the approximations and of two multiplies differ from nvcc's,
+//! which cannot matter for normal operands and results. z = +inf (which 1 - a² never is) gives NaN here and 0 there.
 //! tests/gpu/core/math_device_test.cu compares the two at all 2^32 inputs. (Against the IEEE forms, as hawk is built:
 //! without --use_fast_math, -prec-sqrt=false or -prec-div=false, as this file's header says.)
 //!

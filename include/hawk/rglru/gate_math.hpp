@@ -247,7 +247,8 @@ HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, GateActivations activa
   const float dm = reset ? 0.0f : dh * x * i;
   const float da_bar = dh * h_prev;
   const float through_a = reset ? 0.0f : detail::mul_rn(da_bar, a);
-  const float through_m = detail::mul_rn(2.0f * a2 * math::sqrt_grad_capped_finite<UnbranchedSqrtGrad>(one_minus_a2), dm);
+  const float through_m =
+      detail::mul_rn(2.0f * a2 * math::sqrt_grad_capped_finite<UnbranchedSqrtGrad>(one_minus_a2), dm);
   const float dlog_a = detail::sub_rn(through_a, through_m);  // each product rounded before the difference
 
   TokenGateGrads grads;

@@ -260,9 +260,7 @@ struct DxScanRegions : ScanRegionSizes<Config> {
   static_assert(2 * ScanDxProduct<Config>::kTileBytes <= PairedForward::kGateBytes &&
                     ScanDxProduct<Config>::kTileBytes <= kTileBytes,
                 "DxScanRegions: (E)'s tiles fit the regions they take");
-  //! What two CTAs an SM of sm_90 may take each: (228 KB - 1 KB reserved a CTA) / 2.
-  static constexpr std::size_t kTwoCtasPerSm90 = (228 * 1024 - 2 * 1024) / 2;
-  static_assert(kSharedBytes <= kTwoCtasPerSm90,
+  static_assert(scan_ctas_per_sm90(kSharedBytes) >= 2,
                 "DxScanRegions: two CTAs an SM of sm_90 (BackwardConfig::kDxInScan bounds the d a_param grouping)");
 };
 
