@@ -3,7 +3,7 @@
 //! Programmatic dependent launch (sm_90 and later): two kernels launched one after the other on a stream whose
 //! data do not depend on each other may overlap, the second kernel's CTAs taking the SMs that the first kernel's
 //! last, partial wave leaves idle. The RG-LRU backward runs its two product kernels this way (the weight-gradient
-//! kernel, then dx; both read only what the scan before them wrote), and the weight gradients behind the scan.
+//! kernel, then dx; both read only what the scan before them wrote).
 //!
 //! The protocol, for a primary kernel P and a secondary kernel S launched right after it:
 //! - every CTA of P calls `allow_dependent_launch()` when it starts: S may then be scheduled once every CTA of P
@@ -13,10 +13,7 @@
 //!   ends after P (whatever is queued behind S on the stream then sees both done, as without the overlap), at least
 //!   one CTA of S calls it before it exits (a grid ends when its last CTA does; the RG-LRU's dx kernel, which reads
 //!   nothing P writes, has only its last CTA wait, so that the others free their slots at once). S may read what
-//!   the kernels before P wrote at once: P started only after they ended. Where P is itself a secondary (launched
-//!   behind a grid Q whose writes S reads), every CTA of P calls `wait_for_prerequisite_grids()` before
-//!   `allow_dependent_launch()`: S is then scheduled only after Q has ended. The RG-LRU backward chains three grids
-//!   so: the scan, the weight gradients (which wait for the scan at once), dx.
+//!   the kernels before P wrote at once: P started only after they ended.
 //! On a device without the feature (before sm_90) the attribute is not set and both calls do nothing: the kernels
 //! run one after the other, as plain launches.
 //!
