@@ -230,15 +230,13 @@ struct TokenGateGrads {
   float da_param_sum;  //!< dlog_a · (-c · r); summed over tokens, then times sigmoid(a_param)
 };
 
-//! Gradients of one token and channel from its activations i, r (gate_activations). `UnbranchedSqrtGrad`:
-//! math::sqrt_grad_capped_finite's form without a branch (the same bits; its comment says where it pays).
+//! token_gate_grads (below) given its a = token_decay(activations, log_a_coeff): token_gates' a, which is also the
+//! a_bar of every token that is not a reset, so that a caller holding that a_bar need not evaluate it again.
 template <bool UnbranchedSqrtGrad = false>
-HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, GateActivations activations, float log_a_coeff, bool reset,
-                                                 float h_prev, float dh) {
+HAWK_HOST_DEVICE TokenGateGrads token_gate_grads_given_a(float x, GateActivations activations, float log_a_coeff,
+                                                         bool reset, float h_prev, float dh, float a) {
   const float i = activations.i;
   const float r = activations.r;
-  const float log_a = log_a_coeff * r;
-  const float a = detail::gate_exp(log_a);
   const float a2 = detail::mul_rn(a, a);  // = exp(2 · log_a), one transcendental fewer
   const float one_minus_a2 = detail::sub_rn(1.0f, a2);
   const float m = reset ? 1.0f : detail::gate_sqrt(one_minus_a2);
@@ -257,6 +255,20 @@ HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, GateActivations activa
   grads.dga = dlog_a * log_a_coeff * r * detail::sub_rn(1.0f, r);
   grads.da_param_sum = dlog_a * (-kGateScale * r);
   return grads;
+}
+
+//! a = gate_exp(log_a_coeff · r), the same operations as token_gates' (the same bits).
+HAWK_HOST_DEVICE float token_decay(GateActivations activations, float log_a_coeff) {
+  return detail::gate_exp(log_a_coeff * activations.r);
+}
+
+//! Gradients of one token and channel from its activations i, r (gate_activations). `UnbranchedSqrtGrad`:
+//! math::sqrt_grad_capped_finite's form without a branch (the same bits; its comment says where it pays).
+template <bool UnbranchedSqrtGrad = false>
+HAWK_HOST_DEVICE TokenGateGrads token_gate_grads(float x, GateActivations activations, float log_a_coeff, bool reset,
+                                                 float h_prev, float dh) {
+  return token_gate_grads_given_a<UnbranchedSqrtGrad>(x, activations, log_a_coeff, reset, h_prev, dh,
+                                                      token_decay(activations, log_a_coeff));
 }
 
 //! Gradients of one token and channel from its pre-activations gx, ga.

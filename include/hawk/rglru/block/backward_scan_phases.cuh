@@ -157,6 +157,7 @@ struct StagedChunk {
 //! loops are unrolled so that the independent rows' math interleaves), with those channels' log_a coefficients.
 template <class Config, bool Concurrent = Config::kConcurrentRecurrences>
 struct ScanThread {
+  static constexpr bool kConcurrent = Concurrent;
   static constexpr int kRowStep = Config::kScanRowStep;
   static constexpr int kRowsPerThread = (Config::kTimeChunk + kRowStep - 1) / kRowStep;
   bool h_thread;
@@ -271,8 +272,14 @@ __device__ __forceinline__ void chunk_gates(const StagedChunk<Config>& staged, c
 //! are stored. (A loop that loads and stores shared memory token by token makes every load wait for the previous
 //! store, which the compiler cannot prove does not alias: ~40 cycles a token instead of the ~4 of the arithmetic
 //! chain.) The same operations in the same order as one token at a time: the same bits.
-template <class Config>
-__device__ __forceinline__ void replay_chunk(float* u_tile, const float* a_bar_tile, float carry, int valid, int c) {
+//!
+//! `first_chunk` (read with FirstChunkKnown under ResetAtSequenceStart): whether the chunk starts the sequence. Its
+//! token 0 is then the sequence's one reset token ((B) stored kResetABar) and every other token's a_bar is an
+//! exponential, never -0: the batched steps select u at that token alone and take the fused multiply-add elsewhere,
+//! recurrence_step's value at every token (the same bits) without a reset test a token. (The tail keeps the test.)
+template <class Config, bool FirstChunkKnown = false>
+__device__ __forceinline__ void replay_chunk(float* u_tile, const float* a_bar_tile, float carry, int valid, int c,
+                                             bool first_chunk = false) {
   constexpr int kWT = Config::kWidthTile;
   constexpr int kB = kScanBatch;
   static_assert(Config::kTimeChunk % kB == 0, "backward scan: TimeChunk must be a multiple of the scan batch");
@@ -292,7 +299,11 @@ __device__ __forceinline__ void replay_chunk(float* u_tile, const float* a_bar_t
 #pragma unroll
     for (int i = 0; i < kB; ++i) {
       const float h_prev = h;
-      h = recurrence_step_for<kReplayMode>(a_bar[i], h, u[i]);
+      if constexpr (FirstChunkKnown && Config::ResetPolicy::kMode == ResetMode::kSequenceStart) {
+        h = i == 0 && t == 0 && first_chunk ? u[i] : fmaf(a_bar[i], h, u[i]);
+      } else {
+        h = recurrence_step_for<kReplayMode>(a_bar[i], h, u[i]);
+      }
       u[i] = h_prev;  // h_{t-1} of token t + i
     }
 #pragma unroll
@@ -310,12 +321,50 @@ __device__ __forceinline__ void replay_chunk(float* u_tile, const float* a_bar_t
 //! `dh_next`, `a_bar_next`, registers that the kernel keeps across chunks. Register-batched as replay_chunk.
 //! dh_tile may be a_bar_tile (ScanLayout's kDxInScan): every a_bar of column c is read before dh is stored over it,
 //! and no other thread reads column c's a_bar after (the replay of c ran first, on this thread).
-template <class Config>
+//!
+//! `Pipelined`: a whole chunk (valid = TimeChunk) runs its batches unrolled, each batch's inputs loaded before the
+//! previous batch's steps (rows that none of its stores touches), so that the loads' latency no longer stalls the
+//! chain between batches; the same steps in the same order (the same bits).
+template <class Config, bool Pipelined = false>
 __device__ __forceinline__ void reverse_chunk(const typename Config::Element* dy_tile, const float* a_bar_tile,
                                               float* dh_tile, int valid, int c, float& dh_next, float& a_bar_next) {
   constexpr int kWT = Config::kWidthTile;
   constexpr int kB = kScanBatch;
   constexpr ResetMode kMode = Config::ResetPolicy::kMode;
+  if constexpr (Pipelined) {
+    constexpr int kC = Config::kTimeChunk;
+    constexpr int kBatches = kC / kB;
+    if (valid == kC) {
+      float dy[kBatches][kB], a_bar[kBatches][kB];  // batch b: tokens kC - 1 - b · kB - i
+#pragma unroll
+      for (int b = 0; b < kBatches; ++b) {
+        if (b == 0) {
+#pragma unroll
+          for (int i = 0; i < kB; ++i) {
+            dy[0][i] = to_float(dy_tile[(kC - 1 - i) * kWT + c]);
+            a_bar[0][i] = a_bar_tile[(kC - 1 - i) * kWT + c];
+          }
+        }
+        if (b + 1 < kBatches) {
+#pragma unroll
+          for (int i = 0; i < kB; ++i) {
+            const int t = kC - 1 - (b + 1) * kB - i;
+            dy[b + 1][i] = to_float(dy_tile[t * kWT + c]);
+            a_bar[b + 1][i] = a_bar_tile[t * kWT + c];
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kB; ++i) {
+          dy[b][i] = reverse_step_for<kMode>(a_bar_next, dh_next, dy[b][i]);  // dh of token kC - 1 - b · kB - i
+          dh_next = dy[b][i];
+          a_bar_next = a_bar[b][i];
+        }
+#pragma unroll
+        for (int i = 0; i < kB; ++i) dh_tile[(kC - 1 - b * kB - i) * kWT + c] = dy[b][i];
+      }
+      return;
+    }
+  }
   int t = valid - 1;
   for (; t + 1 - kB >= 0; t -= kB) {  // tokens t, t - 1, ..., t - kB + 1
     float dy[kB], a_bar[kB];
@@ -372,11 +421,15 @@ struct DaParamShares {
 //! `sink(row_step, r, dx, dgx, dga)` (dx the direct path in fused mode; four channels each); `da` accumulates this
 //! thread's shares of d a_param in ascending rows, row row0 + j · RowStep into group j % kDaParamGroups. Fused mode
 //! reads x from the fp32 x tile (XTile) or from the staged rows (the same values, widened by the same conversion).
-template <class Config, int RowsPerThread, int RowStep, bool XTile, class Sink>
+//! With ABarTile, a of every token that is not a reset comes from (B)'s a_bar tile (token_gates' a, the same bits:
+//! the same function of the same r and coefficient) instead of its exponential again: for a caller whose a_bar tile
+//! (`a_bar_tile`) still holds (B)'s values (not where dh took its memory).
+template <class Config, int RowsPerThread, int RowStep, bool XTile, class Sink, bool ABarTile = false>
 __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                                     int row0, int valid, const float* h_prev_tile,
                                                     const float* dh_tile, const float* x_tile,
-                                                    DaParamShares<Config>& da, Sink&& sink) {
+                                                    DaParamShares<Config>& da, Sink&& sink,
+                                                    const float* a_bar_tile = nullptr) {
   constexpr int kWT = Config::kWidthTile;
   constexpr int kV = Config::kChannelVector;
   const int q = staged.q;
@@ -390,6 +443,8 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
     const float h_prev_v[kV] = {h_prev.x, h_prev.y, h_prev.z, h_prev.w};
     const float dh_v[kV] = {dh.x, dh.y, dh.z, dh.w};
     float dx[kV], dgx[kV], dga[kV];
+    float a_bar_v[kV];
+    if constexpr (ABarTile) load_vector<float, 4>(a_bar_tile + r * kWT + q, a_bar_v);
     float x_fused[kV];
     GateActivations kept[kV];
     if constexpr (Config::kFused) {
@@ -414,8 +469,14 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
         activations = gate_activations(gx, ga);
       }
       // The sqrt derivative without its branch where straight_line_gate_math says (the same bits).
-      const TokenGateGrads g = token_gate_grads<straight_line_gate_math<Config>()>(x, activations, log_a_coeff[v],
-                                                                                  reset, h_prev_v[v], dh_v[v]);
+      float a;
+      if constexpr (ABarTile) {
+        a = reset ? token_decay(activations, log_a_coeff[v]) : a_bar_v[v];
+      } else {
+        a = token_decay(activations, log_a_coeff[v]);
+      }
+      const TokenGateGrads g = token_gate_grads_given_a<straight_line_gate_math<Config>()>(
+          x, activations, log_a_coeff[v], reset, h_prev_v[v], dh_v[v], a);
       dx[v] = g.dx;
       dgx[v] = g.dgx;
       dga[v] = g.dga;
@@ -428,15 +489,15 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
 //! (D) as chunk_row_gradients, every row stored at `first_row` (the chunk's first token's element offset into the
 //! rows, [T, W] or, in the fused backward's time slices, the slice's rows from its first token, plus the tile's
 //! first channel): gate-logits mode the gradients themselves, fused mode fp32 rows for the product kernels.
-template <class Config, int RowsPerThread, int RowStep>
+template <class Config, int RowsPerThread, int RowStep, bool ABarTile = false>
 __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                                 int row0, int valid, const float* h_prev_tile, const float* dh_tile,
                                                 const float* x_tile, const ChunkGradientRows<Config>& out,
-                                                std::int64_t first_row, std::int64_t width, DaParamShares<Config>& da) {
+                                                std::int64_t first_row, std::int64_t width, DaParamShares<Config>& da,
+                                                const float* a_bar_tile = nullptr) {
   constexpr int kV = Config::kChannelVector;
   const int q = staged.q;
-  chunk_row_gradients<Config, RowsPerThread, RowStep, true>(
-      staged, log_a_coeff, row0, valid, h_prev_tile, dh_tile, x_tile, da,
+  auto sink =
       [&](int, int r, const float (&dx)[kV], const float (&dgx)[kV], const float (&dga)[kV]) {
         const std::int64_t offset = first_row + r * width + q;
         if constexpr (Config::kFused) {
@@ -448,7 +509,9 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
           store_vector<typename Config::Element, kV>(out.dgx + offset, dgx);
           store_vector<typename Config::Element, kV>(out.dga + offset, dga);
         }
-      });
+      };
+  chunk_row_gradients<Config, RowsPerThread, RowStep, true, decltype(sink)&, ABarTile>(
+      staged, log_a_coeff, row0, valid, h_prev_tile, dh_tile, x_tile, da, sink, a_bar_tile);
 }
 
 //! The d a_param of the tile's channels from every thread's shares, in the order Config::kDaParamRowStep fixes:
@@ -472,6 +535,38 @@ __device__ __forceinline__ void tile_da_param(const DaParamShares<Config>& da, i
     float sum = 0.0f;
     for (int group = 0; group < Config::kDaParamRowStep; ++group) sum += partials[group * kWT + c];
     out[c] = sum;
+  }
+}
+
+//! tile_da_param in two halves, for a kernel that stages a chunk's shares and sums them later (the sequential scan's
+//! idle warps, kernels/backward_scan_kernel.cuh), with the same sums: the first half, this thread's shares into
+//! `partials`, no barrier.
+template <class Config>
+__device__ __forceinline__ void stage_da_param_shares(const DaParamShares<Config>& da, int row0, int q,
+                                                      float* partials) {
+  constexpr int kWT = Config::kWidthTile;
+#pragma unroll
+  for (int j = 0; j < Config::kDaParamGroups; ++j) {
+    const int group = row0 + j * Config::kScanRowStep;
+    *reinterpret_cast<float4*>(partials + group * kWT + q) =
+        make_float4(da.sum[j][0], da.sum[j][1], da.sum[j][2], da.sum[j][3]);
+  }
+}
+
+//! The second half: out[c] = the groups' shares of channel c summed in order, for the channels c = first, first +
+//! Stride, ... below WidthTile (after a barrier that made every thread's shares visible).
+template <class Config, int Stride = Config::kThreads>
+__device__ __forceinline__ void sum_da_param_shares(const float* partials, float* out, int first) {
+  constexpr int kWT = Config::kWidthTile;
+  auto sum_channel = [&](int c) {
+    float sum = 0.0f;
+    for (int group = 0; group < Config::kDaParamRowStep; ++group) sum += partials[group * kWT + c];
+    out[c] = sum;
+  };
+  if constexpr (Stride >= kWT) {
+    if (first < kWT) sum_channel(first);  // one channel a thread at most: no loop
+  } else {
+    for (int c = first; c < kWT; c += Stride) sum_channel(c);
   }
 }
 

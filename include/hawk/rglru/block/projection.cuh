@@ -108,10 +108,11 @@ __device__ __forceinline__ void zero_fill(T (&values)[N]) {
 }
 
 //! The k loop of the warp products: step(k0) for k0 = 0, 16, ..., K - 16, ascending (the fixed summation order).
-template <int K, class Step>
+//! `Unroll` k steps a loop iteration (4 unless a caller asks for more).
+template <int K, int Unroll = 4, class Step>
 __device__ __forceinline__ void for_each_k_step(Step&& step) {
   static_assert(K % 16 == 0, "the warp products' K must be a multiple of 16");
-#pragma unroll 4
+#pragma unroll Unroll
   for (int k0 = 0; k0 < K; k0 += 16) step(k0);
 }
 
@@ -187,10 +188,10 @@ struct WarpMma {
   }
 
   //! acc += A[m0 : m0+WarpM, 0 : K] · B[0 : K, n0 : n0+WarpN], k ascending (the fixed summation order).
-  template <int K>
+  template <int K, int Unroll = 4>
   __device__ __forceinline__ void multiply(const Element* a, int lda, const Element* b, int ldb, int m0, int n0,
                                            int lane) {
-    detail::for_each_k_step<K>([&](int k0) { step(a, lda, b, ldb, m0, n0, k0, lane); });
+    detail::for_each_k_step<K, Unroll>([&](int k0) { step(a, lda, b, ldb, m0, n0, k0, lane); });
   }
 
   //! Calls f(row, col, value0, value1) for each pair of horizontally adjacent accumulators (row, col) and
@@ -269,7 +270,8 @@ struct PairedWarpMma {
 //! in shared memory), bias [N] and out [M][ldo] fp32 in shared memory. No barrier inside: the caller
 //! synchronises before (operands ready) and after (out complete). With BarrierBeforeStore, one: every thread
 //! of the CTA calls it, and the products of all warps end before any stores, so `out` may overlap a and b.
-template <class Element, int M, int N, int K, int WarpsM, int WarpsN, bool BarrierBeforeStore = false>
+template <class Element, int M, int N, int K, int WarpsM, int WarpsN, bool BarrierBeforeStore = false,
+          int KUnroll = 4>
 __device__ __forceinline__ void block_mma_project(const Element* a, int lda, const Element* b, int ldb,
                                                   const float* bias, float* out, int ldo, int thread) {
   static_assert(M % (WarpsM * 16) == 0 && N % (WarpsN * 16) == 0, "block_mma_project: warp grid does not tile");
@@ -280,18 +282,32 @@ __device__ __forceinline__ void block_mma_project(const Element* a, int lda, con
   if (!BarrierBeforeStore && !owns_tile) return;
   WarpMma<Element, kWarpM, kWarpN> mma;
   mma.clear();
-  if (owns_tile) mma.template multiply<K>(a, lda, b, ldb, at.m0, at.n0, at.lane);
+  if (owns_tile) mma.template multiply<K, KUnroll>(a, lda, b, ldb, at.m0, at.n0, at.lane);
   if constexpr (BarrierBeforeStore) {
     __syncthreads();  // every warp's operand reads are done: out may now overwrite them
     if (!owns_tile) return;
   }
-  mma.for_each_pair(at.lane, [&](int row, int col, float v0, float v1) {
-    const int n = at.n0 + col;
-    float2 value;
-    value.x = v0 + bias[n];
-    value.y = v1 + bias[n + 1];
-    *reinterpret_cast<float2*>(out + static_cast<long>(at.m0 + row) * ldo + n) = value;
-  });
+  // for_each_pair's pairs, column by column: each pair of bias values is loaded once for the rows g and g + 8 of
+  // every m16 tile (the stores to `out` between would otherwise make the compiler load it again for each row). The
+  // same sums: the same bits.
+  using Mma = WarpMma<Element, kWarpM, kWarpN>;
+  const int g = at.lane >> 2;
+  const int q = at.lane & 3;
+#pragma unroll
+  for (int j = 0; j < Mma::kTilesN; ++j) {
+    const int n = at.n0 + j * 8 + 2 * q;
+    const float bias0 = bias[n];
+    const float bias1 = bias[n + 1];
+#pragma unroll
+    for (int i = 0; i < Mma::kTilesM; ++i)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float2 value;
+        value.x = mma.acc[i][j][2 * half] + bias0;
+        value.y = mma.acc[i][j][2 * half + 1] + bias1;
+        *reinterpret_cast<float2*>(out + static_cast<long>(at.m0 + i * 16 + g + 8 * half) * ldo + n) = value;
+      }
+  }
 }
 
 //! fp32 twin of block_mma_project on the SIMT pipes: each thread owns `Rows` rows x 4 columns of out, and
@@ -444,14 +460,15 @@ struct BlockSimtGatePairs {
 //! passes its PairedForward): gates[r][0:WT] = gx, gates[r][WT:2WT] = ga for the TimeChunk rows of `stage`, on
 //! tensor cores (bf16, fp16) or the SIMT pipes (fp32), by the kProducerThreads threads. No barrier inside, or,
 //! with BarrierBeforeStore (every thread of the CTA calls it), one between the products and the stores, so that
-//! `gates` may overlap `stage` and `weights` (the same values either way).
-template <class Config, bool BarrierBeforeStore = false>
+//! `gates` may overlap `stage` and `weights` (the same values either way). `KUnroll`: the tensor-core product's k
+//! steps a loop iteration (the same products in the same order whatever it is).
+template <class Config, bool BarrierBeforeStore = false, int KUnroll = 4>
 __device__ __forceinline__ void project_chunk(const typename Config::Element* stage,
                                               const typename Config::Element* weights, const float* bias, float* gates,
                                               int thread) {
   if constexpr (Config::kTensorCores) {
     block_mma_project<typename Config::Element, Config::kTimeChunk, Config::kProjCols, Config::kBlockWidth,
-                      Config::kMmaWarpsM, Config::kMmaWarpsN, BarrierBeforeStore>(
+                      Config::kMmaWarpsM, Config::kMmaWarpsN, BarrierBeforeStore, KUnroll>(
         stage, Config::kInputStride, weights, Config::kWeightStride, bias, gates, Config::kGateStride, thread);
   } else {
     block_simt_project<Config::kTimeChunk, Config::kProjCols, Config::kBlockWidth, Config::kProducerThreads,

@@ -241,6 +241,7 @@ struct DxScanRegions : ScanRegionSizes<Config> {
   static constexpr int kChunkStages = OneChunk ? 1 : 2;  //!< dy and reset-flag stages
   static constexpr bool kGatesInWeights = false;
   static constexpr bool kDxInScan = true;
+  static constexpr bool kPartialsInWeights = false;  //!< the d a_param shares have a region of their own
 
   static constexpr std::size_t kWeightOffset = 0;
   static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;
@@ -398,6 +399,52 @@ __device__ __forceinline__ void load_backward_chunk(const BackwardScanParams<typ
   }
 }
 
+//! load_backward_chunk's copies in fused mode (no reset flags: ResetFlags keeps load_backward_chunk) by the `Loaders`
+//! threads loader = 0 .. Loaders - 1 alone, so that the other threads (the recurrences') skip them: the same bytes
+//! in the same places. A loader's pieces share a column (Loaders is a multiple of the pieces a row), so its source
+//! advances by whole rows from one 64-bit address a chunk instead of each piece's 64-bit index arithmetic. Rows past
+//! the sequence end are zero-filled from the chunk's first row (a row of the sequence; cp.async reads nothing of it).
+template <class Config, int Loaders>
+__device__ __forceinline__ void load_fused_chunk_by(const BackwardScanParams<typename Config::Element>& p,
+                                                    typename Config::Element* inputs, typename Config::Element* dy,
+                                                    std::int64_t begin, std::int64_t chunk_start, std::int64_t length,
+                                                    std::int64_t input_col0, std::int64_t col0, int loader) {
+  using PairedForward = typename Config::PairedForward;
+  using Element = typename Config::Element;
+  static_assert(Config::kFused && Config::ResetPolicy::kMode != ResetMode::kFlags,
+                "load_fused_chunk_by: fused mode without reset flags");
+  constexpr int kVec = PairedForward::kVec;
+  constexpr int kC = Config::kTimeChunk;
+  const std::int64_t W = p.width;
+  const std::int64_t left = length - chunk_start;  // >= 1: the chunk has a token
+  const int rows = left < kC ? static_cast<int>(left) : kC;
+  const std::int64_t first_token = begin + chunk_start;
+  // One tile's rows, kPerRow pieces each, from `first` (the chunk's row 0) into `to` (rows `stride` elements apart).
+  auto copy_rows = [&](auto per_row_tag, const Element* first, Element* to, int stride) {
+    constexpr int kPerRow = decltype(per_row_tag)::value;
+    static_assert(Loaders % kPerRow == 0, "load_fused_chunk_by: loaders must cover whole rows");
+    constexpr int kRowStep = Loaders / kPerRow;
+    constexpr int kSteps = (kC + kRowStep - 1) / kRowStep;
+    const int row0 = loader / kPerRow;  // < kRowStep
+    const int col = (loader % kPerRow) * kVec;
+    first += col;
+    const Element* source = first + row0 * W;  // row `row` (formed past the sequence end too; read only below it)
+    Element* destination = to + row0 * stride + col;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int row = row0 + s * kRowStep;
+      if (s == kSteps - 1 && kSteps * kRowStep > kC && row >= kC) break;
+      const bool valid = row < rows;
+      cp_async_16(destination + s * kRowStep * stride, valid ? source : first, valid);
+      source += kRowStep * W;
+    }
+  };
+  copy_rows(std::integral_constant<int, PairedForward::kInputCols / kVec>{}, p.x + first_token * W + input_col0,
+            inputs, PairedForward::kInputStride);
+  copy_rows(std::integral_constant<int, Config::kWidthTile / kVec>{}, p.dy + first_token * W + col0, dy,
+            Config::kWidthTile);
+}
+
 //! Phases (D) and (E) of a chunk whose CTA owns a whole block (ScanLayout's kDxInScan), in either scan kernel: (D)
 //! keeps each thread's rows of dgx and dga in registers, writes its rows of dx's direct path over the dh it has read,
 //! and stores only dgx and dga (fp32, for the weight-gradient kernel); then, once every thread has read the tiles they
@@ -540,6 +587,23 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
   if (num_chunks > 0) issue_chunk(num_chunks - 1);
   cp_async_commit();
 
+  // Fused mode, where the CTA has threads beside the recurrences' (kIdle0 on): those threads alone request the
+  // previous chunk after (B) and sum each chunk's d a_param partial row during the next chunk's (C), while the
+  // recurrence threads start (C) at once. A chunk's shares are staged after its (D) with no barrier: the barrier
+  // at the next chunk's top publishes them, and the one behind the next chunk's (C) ends their reads before that
+  // chunk's (D) stages its own. The barrier behind (D) goes with them: nothing written before the next chunk's top
+  // barrier is read by (D) (fused (D) reads the x, u, dh, a_bar and gate tiles; the copies in flight fill the input
+  // stage and the other dy slot). The same copies and the same sums: the same bits. (The previous chunk is always a
+  // whole one, so load_fused_chunk_by's zero fill never runs here; it is kept for a partial chunk's sake.)
+  constexpr int kRecurrenceThreads = Thread::kConcurrent ? Config::kDhThreadOffset + kWT : kWT;
+  constexpr int kIdle0 = (kRecurrenceThreads + 31) / 32 * 32;
+  constexpr int kLoaders = Config::kThreads - kIdle0;
+  constexpr int kSum0 = Config::kThreads - kWT;
+  constexpr bool kIdleWarps = Config::kFused && !Layout::kDxInScan && !Layout::kPartialsInWeights &&
+                              Policy::kMode != ResetMode::kFlags && kLoaders > 0 &&
+                              kLoaders % (PairedForward::kInputCols / PairedForward::kVec) == 0 &&
+                              kLoaders % (kWT / PairedForward::kVec) == 0 && kSum0 >= kIdle0;
+
   for (int chunk = num_chunks - 1; chunk >= 0; --chunk) {
     const std::int64_t chunk_start = static_cast<std::int64_t>(chunk) * kC;
     const int valid = static_cast<int>(length - chunk_start < kC ? length - chunk_start : kC);
@@ -563,7 +627,11 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
 
     // ---- (P) fused: gx | ga = x · [Wx | Wa](:, tile) + [bx | ba], the forward's own projection ---------------
     if constexpr (Config::kFused) {
-      project_chunk<PairedForward>(inputs, weights, bias, gates, thread);
+      // With kIdleWarps up to w = 128, its k loop unrolled whole (8 steps): no loop arithmetic between the products.
+      // (bf16, CUDA 13, sm_90a: at w = 256 the 16 steps spilled 4 bytes; under ResetFlags w = 128 took 80 -> 128
+      // registers.)
+      constexpr int kKUnroll = kIdleWarps && PairedForward::kBlockWidth <= 128 ? PairedForward::kBlockWidth / 16 : 4;
+      project_chunk<PairedForward, false, kKUnroll>(inputs, weights, bias, gates, thread);
       __syncthreads();
     }
 
@@ -576,16 +644,30 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
 
     // Fused: the block rows are no longer needed; request the previous chunk's now, to land during (C) and (D).
     // (With kDxInScan, (D) reads x from them and (C) reads dy: the request waits for (D), below.)
-    if constexpr (Config::kFused && !Layout::kDxInScan) {
+    if constexpr (kIdleWarps) {
+      if (chunk > 0 && thread >= kIdle0) {
+        const int previous = chunk - 1;
+        backward_detail::load_fused_chunk_by<Config, kLoaders>(
+            p, input_stages + (previous % Layout::kInputStages) * kInputElements,
+            dy_stages + (previous & 1) * kDyElements, begin, static_cast<std::int64_t>(previous) * kC, length,
+            input_col0, col0, thread - kIdle0);
+      }
+      cp_async_commit();
+    } else if constexpr (Config::kFused && !Layout::kDxInScan) {
       if (chunk > 0) issue_chunk(chunk - 1);
       cp_async_commit();
     }
 
     // ---- (C) the two recurrences, one thread per channel, token by token -------------------------------------
-    if (me.h_thread) backward_detail::replay_chunk<Config>(u_tile, a_bar_tile, carry, valid, thread);
+    if (me.h_thread) backward_detail::replay_chunk<Config, true>(u_tile, a_bar_tile, carry, valid, thread, chunk == 0);
     if (me.dh_thread)
-      backward_detail::reverse_chunk<Config>(dy_tile, a_bar_tile, dh_tile, valid, me.dh_channel, dh_next,
-                                           a_bar_next);
+      backward_detail::reverse_chunk<Config, kIdleWarps>(dy_tile, a_bar_tile, dh_tile, valid, me.dh_channel, dh_next,
+                                                         a_bar_next);
+    if constexpr (kIdleWarps) {  // the next chunk's d a_param partial row, staged after its (D)
+      if (chunk + 1 < num_chunks && thread >= kSum0)
+        backward_detail::sum_da_param_shares<Config, kWT>(
+            partials, p.da_param_partial + checkpoint_row(begin, n, chunk + 1, kC) * W + col0, thread - kSum0);
+    }
     __syncthreads();
 
     // ---- (D) gradients of every token and channel, and the chunk's d a_param (and (E), dx, where the CTA owns a
@@ -599,11 +681,27 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
                                                                cp_async_commit();
                                                              });
     } else {
-      backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep>(
+      // (D) takes a from (B)'s a_bar tile, which nothing overwrites in this layout (ScanRegions: its own region),
+      // except under ResetFlags, where any row may be a reset and evaluate it all the same (the tile read saved
+      // nothing there; bf16 w = 128 on sm_89 spilled 8 bytes with it).
+      constexpr bool kABarTile = Policy::kMode != ResetMode::kFlags;
+      backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep, kABarTile>(
           staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows,
-          (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares);
-      __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
-      backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, partials, da_param_row, thread);
+          (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares, a_bar_tile);
+      if constexpr (kIdleWarps) {
+        backward_detail::stage_da_param_shares<Config>(da_shares, me.row0, me.q, partials);
+      } else {
+        __syncthreads();  // the tiles, the gates and this chunk's slots are free for the next chunk
+        backward_detail::tile_da_param<Config>(da_shares, me.row0, me.q, partials, da_param_row, thread);
+      }
+    }
+  }
+  if constexpr (kIdleWarps) {  // chunk 0's d a_param partial row
+    if (num_chunks > 0) {
+      __syncthreads();
+      if (thread >= kSum0)
+        backward_detail::sum_da_param_shares<Config, kWT>(
+            partials, p.da_param_partial + checkpoint_row(begin, n, 0, kC) * W + col0, thread - kSum0);
     }
   }
 
