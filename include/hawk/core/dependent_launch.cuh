@@ -3,7 +3,7 @@
 //! Programmatic dependent launch (sm_90 and later): two kernels launched one after the other on a stream whose
 //! data do not depend on each other may overlap, the second kernel's CTAs taking the SMs that the first kernel's
 //! last, partial wave leaves idle. The RG-LRU backward runs its two product kernels this way (the weight-gradient
-//! kernel, then dx; both read only what the scan before them wrote).
+//! kernel, then dx; both read only what the scan before them wrote), and the weight gradients behind the scan.
 //!
 //! The protocol, for a primary kernel P and a secondary kernel S launched right after it:
 //! - every CTA of P calls `allow_dependent_launch()` when it starts: S may then be scheduled once every CTA of P
@@ -13,7 +13,12 @@
 //!   ends after P (whatever is queued behind S on the stream then sees both done, as without the overlap), at least
 //!   one CTA of S calls it before it exits (a grid ends when its last CTA does; the RG-LRU's dx kernel, which reads
 //!   nothing P writes, has only its last CTA wait, so that the others free their slots at once). S may read what
-//!   the kernels before P wrote at once: P started only after they ended.
+//!   the kernels before P wrote without a wait of its own only where P was a plain launch (P started only after
+//!   they ended) or where every CTA of P calls `wait_then_allow_dependent_launch()` (P launched behind a grid Q
+//!   whose writes S reads): S is then scheduled only after Q has ended, and Q's writes, made visible to P by its
+//!   wait, reach S through the release fence before P's trigger (the PTX ISA: a release fence before
+//!   griddepcontrol.launch_dependents synchronizes with the dependent grid's start). The RG-LRU backward chains
+//!   three grids so: the scan, the weight gradients (which wait for the scan at once), dx.
 //! On a device without the feature (before sm_90) the attribute is not set and both calls do nothing: the kernels
 //! run one after the other, as plain launches.
 //!
@@ -41,6 +46,18 @@ __device__ __forceinline__ void wait_for_prerequisite_grids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+}
+
+//! For a grid launched behind another whose writes the grid launched behind this one reads without waiting: waits
+//! for the prerequisite grids, then lets the next grid be scheduled, with a release fence between (at GPU scope)
+//! so that what this CTA's wait made visible is visible to the next grid's CTAs when they start. Every thread of
+//! the CTA calls it, before anything else the CTA reads.
+__device__ __forceinline__ void wait_then_allow_dependent_launch() {
+  wait_for_prerequisite_grids();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+#endif
+  allow_dependent_launch();
 }
 
 //! Launches `kernel` on `stream`, allowed to start before the kernel launched just before it ends when

@@ -153,6 +153,50 @@ void check_slots_of_skipped_sequences_publish() {
   }
 }
 
+//! On sm_90 the weight gradients start behind the scan and dx behind them (core/dependent_launch.cuh): dW waits for
+//! the scan; dx reads what the scan wrote without a wait, scheduled only after every dW CTA has waited. A slip in
+//! that order would have dW or dx read workspace rows before the scan wrote them. Here the workspace is filled with
+//! 0xFF bytes (NaN rows) before every call, and one long sequence runs beside many short and empty ones, so that
+//! most of the scan's CTAs end early and the product kernels' CTAs take their slots long before the scan ends. The
+//! first call against the float64 reference; every later one must give its bytes.
+template <BackwardScan Scan>
+void check_poisoned_workspace_over_repeat_calls() {
+  using Forward = ShippedForward<E, hawk::rglru::ResetFlags, GateMode::kFused, 128>;
+  using Op = hawk::rglru::Backward<typename hawk::rglru::DefaultBackwardConfig<Forward>::type, Scan>;
+  INFO("scan=" << (Scan == BackwardScan::kChunked ? "chunked" : "sequential"));
+  std::vector<std::int64_t> lengths{sanitizing() ? 700 : 3001};
+  for (int k = 0; k < 40; ++k) lengths.push_back(k % 8 == 3 ? 0 : 1 + (7 * k) % 17);
+  const Problem p =
+      rglru_test::make_problem<E>(256, 2, lengths, true, GateMode::kFused, hawk::rglru::ResetMode::kFlags, true);
+  Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<Forward>(d.arguments(p), d.workspace).ok());
+  thrust::device_vector<unsigned char> workspace;
+  auto run = [&](const Upstream& up) {
+    DeviceGradients<E> g(p, up);
+    const BackwardArguments args = g.arguments(p, d);
+    workspace.resize(Op::workspace_size(args) + 1);
+    HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(workspace), 0xFF, workspace.size()));
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    const hawk::Status status = Op::run(args, hawk_test::raw(workspace), workspace.size(), nullptr);
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    INFO("backward: " << status.to_string());
+    REQUIRE(status.ok());
+    return g.download();
+  };
+  const HostGradients first = run(u);
+  check_against_reference<E>(p, u, first);
+  const int calls = sanitizing() ? 3 : 20;
+  for (int r = 1; r < calls; ++r) {
+    INFO("call " << r);
+    CHECK(run(u).all_bytes() == first.all_bytes());
+  }
+  // Negative control: one dy element of the long sequence moved by a few bf16 ulps changes some gradient bytes.
+  auto& value = u.dy[static_cast<std::size_t>(1500 % lengths.front() * p.width + 9)];
+  value = rglru_test::quantize_nudge<E>(value);
+  CHECK_FALSE(run(u).all_bytes() == first.all_bytes());
+}
+
 }  // namespace
 
 TEST_CASE("the chunked backward scan gives the sequential scan's bits through a state pool updated in place, "
@@ -246,4 +290,12 @@ TEST_CASE("the default dispatch takes time slices with its least workspace (or a
   INFO(status.to_string());
   CHECK(status.to_string().find("min_workspace_size(args)") != std::string::npos);
   CHECK(refused.download().all_bytes() == before.all_bytes());
+}
+
+TEST_CASE("the fused backward's overlapped launches (scan, weight gradients, dx) read only what the scan wrote: a "
+          "workspace of NaN bytes before every call, a long sequence beside short and empty ones, the same bytes "
+          "over repeat calls",
+          "[rglru][backward][chunked_scan][dependent_launch]") {
+  check_poisoned_workspace_over_repeat_calls<BackwardScan::kChunked>();
+  check_poisoned_workspace_over_repeat_calls<BackwardScan::kSequential>();
 }

@@ -16,10 +16,12 @@
 //!   kWeightGradTile x kWeightGradCols of [i, o]); it writes the segment's partial of dW (and of db) to the
 //!   workspace, in fp32. The ordered reduction (kernels/ordered_sum_kernel.cuh) then sums the segments in index
 //!   order: no atomics, the same bits every run.
-//! The operator launches the weight-gradient kernel first and dx behind it by programmatic dependent launch where
-//! the device has it (core/dependent_launch.cuh): the weight-gradient grid is a few long waves (at (1, 8192, 2560,
-//! 10) 640 CTAs, 2.4 waves of two CTAs per SM), and dx's CTAs take the SMs its last wave leaves idle. Every dx
-//! CTA waits for the weight-gradient grid before it ends, so the pair still ends as one.
+//! The operator launches the weight-gradient kernel behind the scan and dx behind it by programmatic dependent launch
+//! where the device has it (core/dependent_launch.cuh): the weight-gradient CTAs take the slots the scan's CTAs free
+//! and wait there for the scan's end (their launch and set-up off the critical path); the weight-gradient grid is a
+//! few long waves (at (1, 8192, 2560, 10) 640 CTAs, 2.4 waves of two CTAs per SM), and dx's CTAs take the SMs its
+//! last wave leaves idle. The dx grid's last CTA waits for the weight-gradient grid before it ends, so the pair
+//! still ends as one.
 //!
 //! Bits: every output element is the chain of tf32 products (and the bias sums) of the wmma kernels these replace
 //! (main at 0821dbc; tests/gpu/rglru/previous_product_kernels.cuh), in the same order: per element, k ascending
@@ -190,6 +192,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   // its partials) and whatever the caller queues next see both kernels done. A grid ends when its last CTA does, so
   // one CTA's wait is enough: the last one, which the hardware schedules last, waits; the others leave as soon as
   // they are done and free their slots for the rest of the grid. (A plain launch's wait returns at once.)
+  // No CTA waits before it reads what the scan wrote (dgx, dga, dx_direct, live_tokens): the weight-gradient kernel
+  // lets this grid be scheduled only after its own wait for the scan (wait_then_allow_dependent_launch).
   const bool ends_after_weight_grads = blockIdx.x == gridDim.x - 1;
   if (device_checks_failed(params.checks)) {  // a bad index tensor: write nothing
     if (ends_after_weight_grads) wait_for_prerequisite_grids();
@@ -406,9 +410,12 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   static_assert(kInputPieces % kThreads == 0 && kGradPieces % kThreads == 0, "dW: whole pieces per thread");
   extern __shared__ __align__(128) unsigned char weight_grad_shared[];
 
-  // The dx kernel launched behind this one may take the SMs this grid's last wave leaves idle: it reads nothing
-  // this kernel writes (core/dependent_launch.cuh).
-  allow_dependent_launch();
+  // Launched behind the scan (core/dependent_launch.cuh): the CTA may start as the scan's CTAs end, and waits for
+  // the whole scan before it reads anything (dgx, dga, the live tokens). Only then may the dx kernel launched behind
+  // this one take the SMs this grid's last wave leaves idle: dx reads nothing this kernel writes, but what the scan
+  // writes and reads it without a wait (but in its last CTA), so every CTA here passes its wait, then a release
+  // fence, before it lets dx be scheduled (then the scan has ended and its writes are visible to dx).
+  wait_then_allow_dependent_launch();
   if (device_checks_failed(params.checks)) return;  // a bad index tensor: write nothing
 
   const int tid = threadIdx.x;

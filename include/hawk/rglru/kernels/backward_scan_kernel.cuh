@@ -51,6 +51,7 @@
 #include <type_traits>
 
 #include "hawk/core/async_copy.cuh"
+#include "hawk/core/dependent_launch.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/block/backward_scan_phases.cuh"
@@ -537,6 +538,9 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
   std::uint8_t* reset_stages = tiles.reset_flags;
   float* partials = tiles.partials;
 
+  // The weight-gradient kernel launched behind this one may take the slots this grid's CTAs free as they end; it
+  // waits for this grid before it reads what the scan writes (core/dependent_launch.cuh).
+  allow_dependent_launch();
   if (device_checks_failed(p.checks)) return;  // a bad index tensor: write nothing
 
   const int thread = static_cast<int>(threadIdx.x);
@@ -774,6 +778,8 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_sca
   const backward_detail::ScanTiles<Config, true> tiles = backward_detail::ScanTiles<Config, true>::carve(shared);
 
   const BackwardScanParams<Element>& p = cp.scan;
+  // As the sequential kernel: the weight gradients behind this grid may be scheduled once its last CTA has started.
+  allow_dependent_launch();
   // Bad index tensors: every CTA leaves before taking a ticket, so none waits for another.
   if (device_checks_failed(p.checks)) return;
   const int thread = static_cast<int>(threadIdx.x);

@@ -472,12 +472,13 @@ class Backward {
     return Status::success();
   }
 
-  //! Fused mode: the block-diagonal products of the tokens [first_token, end_token) (whole dW segments, or T's
-  //! end), whose rows and dW / db partial rows are the workspace's first (the workspace holds this launch's
-  //! segments' partials, a slice's or every one's): the weight gradients first, dx behind them, overlapping their last
-  //! wave where the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and each of its
-  //! CTAs ends after the weight-gradient grid. A kDxInScan configuration launches the weight gradients alone (its
-  //! scans have written dx; its dx kernel is never instantiated).
+  //! Fused mode, right after the scan's launch: the block-diagonal products of the tokens [first_token, end_token)
+  //! (whole dW segments, or T's end), whose rows and dW / db partial rows are the workspace's first (the workspace
+  //! holds this launch's segments' partials, a slice's or every one's): the weight gradients first, their CTAs
+  //! taking the scan's freed slots and waiting there for its end, dx behind them, overlapping their last wave where
+  //! the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and the dx grid ends after the
+  //! weight-gradient grid. A kDxInScan configuration launches the weight gradients alone (its scans have written dx;
+  //! its dx kernel is never instantiated).
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
                                 std::int64_t first_token, std::int64_t end_token, cudaStream_t stream) {
@@ -507,7 +508,12 @@ class Backward {
     HAWK_RETURN_IF_ERROR(KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes));
     const dim3 wg_grid(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles,
                        static_cast<unsigned int>(end_segment - wg.first_segment));
-    wg_kernel<<<wg_grid, Config::kProductThreads, WeightGradLayout::kSharedBytes, stream>>>(wg);
+    // Behind the scan just launched, where the weight-gradient kernel's code has its griddepcontrol calls (it waits
+    // for the scan before it reads; without the wait it must not start early).
+    bool behind_scan = false;
+    HAWK_RETURN_IF_ERROR(KernelDependentLaunch<WeightGradLayout>::supported(wg_kernel, behind_scan));
+    HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(wg_kernel, wg_grid, dim3(Config::kProductThreads),
+                                                            WeightGradLayout::kSharedBytes, stream, behind_scan, wg));
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
     if constexpr (Config::kDxInScan) {
       return Status::success();
