@@ -81,6 +81,13 @@ struct DxOtherWeightReads : Base {
   static constexpr bool kDxInterleavedWeights = !Base::kDxInterleavedWeights;
 };
 
+//! A shipped configuration with dx's other way of reading its fp32 direct term: from global memory in the epilogue
+//! where the shipped one stages it in the ring's idle stages, or the reverse (the same bits).
+template <class Base>
+struct DxOtherDirectReads : Base {
+  static constexpr bool kDxStagedDirect = !Base::kDxStagedDirect;
+};
+
 //! A shipped configuration whose dx stages its reduction `Step` deep in `Stages` stages (the depth does not change the
 //! bits: every output's products chain in the same o order).
 template <class Base, int Step, int Stages>
@@ -359,6 +366,15 @@ bool probe_shape(const Shape& shape, Report& report) {
              in, reference, wmma_dx_us, wmma_wg_us,
              Config::kDxInterleavedWeights ? "dx weights as staged" : "dx weights interleaved", report) &&
          same;
+  // dx's direct term the other way (config.cuh, kDxStagedDirect) where its tile fits the ring's idle stages (not w =
+  // 256's whole-block tiles): read from global memory in the epilogue (the path before it was staged), or staged.
+  if constexpr (hawk::rglru::DxProductLayout<Config>::kStagedDirect !=
+                hawk::rglru::DxProductLayout<DxOtherDirectReads<Config>>::kStagedDirect) {
+    same = probe_variant<DxOtherDirectReads<Config>>(
+               in, reference, wmma_dx_us, wmma_wg_us,
+               Config::kDxStagedDirect ? "dx direct term from global memory" : "dx direct term staged", report) &&
+           same;
+  }
   if constexpr (Slice) {
     same = probe_slice_tiles<Config>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
   } else if constexpr (BlockWidth >= 128) {

@@ -401,6 +401,12 @@ struct BackwardConfig {
   //! 10)) and costs the narrower tiles, whose in-place pass each step is not repaid (w = 128: 106.0 -> 109.9 us at
   //! (4, 2048, 2048, 16); w = 64: 88.6 -> 90.6 at (16, 1024, 1024, 16); H200, 2026-12-04, products probe).
   static constexpr bool kDxInterleavedWeights = kWholeBlockDx;
+  //! dx's fp32 direct term staged by cp.async in the stages its ring leaves idle at the end, where it fits
+  //! (DxProductLayout::kStagedDirect), so that its global reads overlap the last steps' products instead of the
+  //! epilogue waiting on them. Speed only, never the bits (the same values, the same sums). Off for fp32 w = 128,
+  //! whose loop runs at the 128 registers of its two-CTA cap: with it, ptxas (CUDA 13.0, sm_90a) spills inside the
+  //! loop (7 loads and 4 stores a step) where it spilled only outside; fp32 w = 256 runs the same tile in 96.
+  static constexpr bool kDxStagedDirect = !(sizeof(Element) == 4 && kBlockWidth == 128);
   //! dW: one CTA per (time segment, block, kWeightGradTile x kWeightGradCols tile of [i, o]), both matrices,
   //! kWeightGradStages deep. kWeightGradCols may be 32 (twice the CTAs, for grids that leave a partial wave; it
   //! lost at every benchmark shape, 2026-12-03). 16-bit blocks of a multiple of 128 take 128 values of i a tile

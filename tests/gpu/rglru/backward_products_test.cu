@@ -5,7 +5,8 @@
 // (1 token, a partial tile, a partial dW segment); with and without dead tokens (padding sequences: their rows are
 // neither read nor written); with infinite inputs (NaN counts as NaN there); and dW tiles of 64 x 32. Outputs
 // start poisoned, so an element one kernel writes and the other does not fails the comparison. A negative control
-// shows the comparison can fail. (The products against the float64 reference: check_one in
+// shows the comparison can fail. dx's direct term staged in the ring's idle stages or read from global memory,
+// including slabs that wrap round the ring. (The products against the float64 reference: check_one in
 // backward_support.cuh, through the whole backward.)
 #include <catch2/catch.hpp>
 
@@ -321,6 +322,44 @@ TEST_CASE("backward products: dx's 16-bit weights read as staged or interleaved 
   using Forward144 = hawk::rglru::ForwardConfig<__nv_bfloat16, 144, 16, 64, 256, ResetFlags,
                                                 hawk::rglru::GateMode::kFused, 2>;
   check_same_bits<OtherDxWeightReads<BackwardConfig<Forward144>>>(1024 + 200, 2, true);
+}
+
+namespace {
+
+//! dx's direct term (dx_direct) the other way: read from global memory in the epilogue where the shipped
+//! configuration stages it in the ring's idle stages (BackwardConfig::kDxStagedDirect, DxProductLayout::kStagedDirect),
+//! or the reverse where the tile fits. Speed only: the same bits.
+template <class Base>
+struct OtherDxDirectReads : Base {
+  static constexpr bool kDxStagedDirect = !Base::kDxStagedDirect;
+};
+
+}  // namespace
+
+TEST_CASE("backward products: dx's direct term staged in the ring's idle stages or read from global memory gives "
+          "the wmma kernels' bits",
+          "[backward][products]") {
+  using hawk::rglru::DxProductLayout;
+  static_assert(DxProductLayout<Shipped<__nv_bfloat16, 128>>::kStagedDirect &&
+                    DxProductLayout<Shipped<__half, 64>>::kStagedDirect &&
+                    DxProductLayout<Shipped<float, 64>>::kStagedDirect &&
+                    DxProductLayout<Shipped<float, 256>>::kStagedDirect &&
+                    !DxProductLayout<Shipped<float, 128>>::kStagedDirect &&
+                    !DxProductLayout<Shipped<__half, 256>>::kStagedDirect,
+                "the shipped split: staged wherever the tile fits (not w = 256's 16-bit whole-block tiles), but fp32 "
+                "w = 128 (config.cuh)");
+  // 32-deep steps in three stages at 16-bit w = 128 (the compact configurations'), and fp32 w = 128 staged: the
+  // tile's two slabs lie in stages 2 and 0, round the ring's end.
+  using Forward128 = typename DefaultFusedConfig<__nv_bfloat16, 128, ResetFlags>::type;
+  using Deep32 = BackwardConfig<Forward128, Shipped<__nv_bfloat16, 128>::kTf32Passes, 0, 0, 32>;
+  using Layout32 = DxProductLayout<Deep32>;
+  static_assert(Layout32::kStagedDirect && Layout32::kDirectFirstStage + Layout32::kDirectStages > Layout32::kStages,
+                "the slabs wrap round the ring");
+  check_same_bits_at_every_length<Deep32>();
+  check_same_bits<OtherDxDirectReads<Shipped<float, 128>>>(2 * 1024 + 333, 3, false);
+  check_same_bits<OtherDxDirectReads<Shipped<float, 128>>>(1024 + 200, 2, true);
+  check_same_bits<OtherDxDirectReads<Shipped<__nv_bfloat16, 128>>>(77, 3, false);
+  check_same_bits<OtherDxDirectReads<Shipped<float, 64>>>(1024 + 200, 2, true);
 }
 
 namespace {

@@ -42,6 +42,7 @@
 #include "hawk/core/dependent_launch.cuh"
 #include "hawk/core/device_checks.cuh"
 #include "hawk/core/element.cuh"
+#include "hawk/core/macros.hpp"
 #include "hawk/core/tf32_mma.cuh"
 #include "hawk/rglru/block/product_tiles.cuh"
 #include "hawk/rglru/config.cuh"
@@ -96,14 +97,30 @@ struct BackwardWeightGradParams {
 //! A stage holds one reduction step: the gradient rows dg[t][o0 .. o0 + kDxStep) (fp32, A row-major) and the
 //! weight rows W[i][o0 .. o0 + kDxStep) (Element, B n-major). Warps (ProductWarpGrid): kProductThreads / 128 along
 //! tokens x 4 along channels; with 256 threads a warp owns kDxRows / 2 tokens x kDxCols / 4 channels.
+//!
+//! The epilogue's fp32 direct term (dx_direct, kRows x kCols) is staged by cp.async too where it fits in the stages
+//! the ring leaves idle at its end (kStagedDirect), so that its global reads overlap the last steps' products instead
+//! of standing between the last product and the stores. The ring's last kStages - 1 requests are empty: from step
+//! kSteps - kStages + n, the n stages read at steps kSteps - kStages .. kSteps - kStages + n - 1 are free (every warp
+//! is past them, nothing refills them), and they follow each other round the ring from stage kSteps % kStages. The
+//! tile lies there in slabs of one warp row's kWarpRows rows (stride kDirectStride), as many to a stage as fit: the
+//! slab of warp row r in stage (kDirectFirstStage + r / kDirectSlabsPerStage) % kStages. kDirectStages of them hold
+//! every slab, so the copies go out at step kDirectStep = kSteps - kStages + kDirectStages and overlap the
+//! kStages - kDirectStages steps after it (shipped, 16-bit w = 128: the last 64-deep step; fp32 w = 64: the last two
+//! 32-deep steps). Where no stage is left for them (16-bit w = 256's whole-block tiles: a 66 KiB tile, 53 KiB
+//! stages, two of them) the epilogue reads dx_direct from global memory.
 template <class Config>
 struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Config::kProductThreads> {
   using Element = typename Config::Element;
+  using WarpGrid = ProductWarpGrid<Config::kDxRows, Config::kDxCols, Config::kProductThreads>;
   static constexpr int kRows = Config::kDxRows;
   static constexpr int kCols = Config::kDxCols;
   static constexpr int kStep = Config::kDxStep;
   static constexpr int kStages = Config::kDxStages;
   static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
+  //! Reduction steps: dgx · Wxᵀ's kOSteps over o, then dga · Waᵀ's.
+  static constexpr int kOSteps = (Config::kBlockWidth + kStep - 1) / kStep;
+  static constexpr int kSteps = 2 * kOSteps;
   static constexpr int kGradStride = kStep + 4;                                   // floats: 4 (mod 32) words
   static constexpr int kWeightStride = kStep + 16 / static_cast<int>(sizeof(Element));  // 4 or 20 (mod 32) words
   static constexpr std::size_t kGradBytes = sizeof(float) * kRows * kGradStride;
@@ -113,6 +130,39 @@ struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Confi
   static_assert(kStageBytes % 16 == 0 && (sizeof(Element) * kWeightStride) % 16 == 0,
                 "DxProductLayout: 16-byte aligned rows (cp.async)");
   static_assert(kStep % 8 == 0, "DxProductLayout: whole k = 8 groups a step (and 16-byte ldmatrix rows)");
+
+  // ---- the direct term in the ring's idle stages (above) ----
+  //! Gradient rows a pass of the CTA's threads stages (16-byte pieces, kStep / 4 a row). The direct tile is staged
+  //! by the same threads in the same rows (kCols / kStep pieces a gradient piece), so that it reuses their row
+  //! checks; a pass's rows then lie in one slab when they divide a warp row's.
+  static constexpr int kGradRowsPerPass = Config::kProductThreads / (kStep / 4);
+  //! Floats: 8 (mod 32) words, so that the epilogue's 8-byte reads (lane (g, t): row g, columns 2t, 2t + 1) of
+  //! each half warp cover the 32 banks once.
+  static constexpr int kDirectStride = kCols + 8;
+  static constexpr std::size_t kDirectSlabBytes = sizeof(float) * WarpGrid::kWarpRows * kDirectStride;
+  static constexpr int kDirectSlabsPerStage = static_cast<int>(kStageBytes / kDirectSlabBytes);
+  static constexpr int kDirectStages = kDirectSlabsPerStage == 0
+                                           ? kStages
+                                           : (WarpGrid::kWarpsM + kDirectSlabsPerStage - 1) / kDirectSlabsPerStage;
+  static constexpr int kDirectFirstStage = kSteps % kStages;
+  static constexpr int kDirectStep = kSteps - kStages + kDirectStages;
+  //! Whether the epilogue reads dx_direct from the idle stages: asked for (Config::kDxStagedDirect), whole slabs
+  //! in fewer stages than the ring's (the last step's stays busy), at least as many steps as stages (every stage
+  //! read before the end, so the idle ones are those above), whole pieces a gradient piece, a pass's rows in one
+  //! slab, and the stride's bank pattern.
+  static constexpr bool kStagedDirect = Config::kDxStagedDirect && kDirectSlabsPerStage > 0 &&
+                                        kDirectStages < kStages && kSteps >= kStages && kCols % kStep == 0 &&
+                                        kCols % 32 == 0 && Config::kBlockWidth % 4 == 0 &&
+                                        WarpGrid::kWarpRows % kGradRowsPerPass == 0;
+  static_assert(!kStagedDirect || (kDirectSlabBytes % 16 == 0 && kDirectStep >= kSteps - kStages + 1 &&
+                                   kDirectStep <= kSteps - 1),
+                "DxProductLayout: 16-byte aligned slab rows (cp.async), issued on an idle stage before the last step");
+
+  //! Byte offset in the shared memory of warp row `slab`'s slab of the direct tile (kStagedDirect).
+  HAWK_HOST_DEVICE static constexpr std::size_t direct_slab_offset(int slab) {
+    return static_cast<std::size_t>((kDirectFirstStage + slab / kDirectSlabsPerStage) % kStages) * kStageBytes +
+           static_cast<std::size_t>(slab % kDirectSlabsPerStage) * kDirectSlabBytes;
+  }
 
   //! CTAs of one call: token tiles x blocks x column tiles, column tile fastest, then block, so that the CTAs
   //! reading the same gradient rows run side by side.
@@ -174,8 +224,8 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   constexpr bool kExactWeights = sizeof(Element) == 2;  // a widened bf16 or fp16 value is exact in tf32
   constexpr int kBlockWidth = Config::kBlockWidth;
   constexpr int kStep = Layout::kStep;
-  constexpr int kOSteps = (kBlockWidth + kStep - 1) / kStep;
-  constexpr int kSteps = 2 * kOSteps;  // (matrix 0: dgx · Wxᵀ, matrix 1: dga · Waᵀ) x reduction steps
+  constexpr int kOSteps = Layout::kOSteps;
+  constexpr int kSteps = Layout::kSteps;  // (matrix 0: dgx · Wxᵀ, matrix 1: dga · Waᵀ) x reduction steps
   constexpr int kGradPiecesPerRow = kStep / 4;
   constexpr int kWeightPiecesPerRow = kStep * static_cast<int>(sizeof(Element)) / 16;
   constexpr int kWeightVector = 16 / static_cast<int>(sizeof(Element));
@@ -223,7 +273,7 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
   // worked out once, and a step adds o0.
   static_assert(kThreads % kGradPiecesPerRow == 0 && kThreads % kWeightPiecesPerRow == 0,
                 "dx: a thread's pieces share one column");
-  constexpr int kGradRowsPerPass = kThreads / kGradPiecesPerRow;
+  constexpr int kGradRowsPerPass = Layout::kGradRowsPerPass;  // the direct tile is staged in the same rows
   constexpr int kWeightRowsPerPass = kThreads / kWeightPiecesPerRow;
   // Whether a step's columns can run past the block (o0 + o >= w): only where kStep does not divide w.
   constexpr bool kPartialSteps = kBlockWidth % kStep != 0;
@@ -271,6 +321,37 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
     }
     cp_async_commit();
   };
+  // Issue the cp.async of the CTA's dx_direct tile into the idle stages (Layout::kStagedDirect), committed with
+  // the step's request (an empty one: past the last step). Each thread copies, in the rows of its gradient pieces
+  // (whose row checks it reuses: a row past T or dead is zero-filled, never read), the kCols / kStep pieces at its
+  // gradient column of every kStep-wide column group; pieces past the block (i >= w) are zero-filled too.
+  auto request_direct = [&] {
+    if constexpr (Layout::kStagedDirect) {
+      // The addresses are worked out here, once, from the thread's gradient offset and index hidden from the
+      // compiler (the empty asm): else it hoists them out of the loop as invariants, a 64-bit address a piece held
+      // in registers through every step (fp32 w = 64: 84 registers, past the 80 of three CTAs an SM; 80 so).
+      std::int64_t thread_offset = grad_offset0 + i0;
+      int thread = tid;
+      asm volatile("" : "+l"(thread_offset), "+r"(thread));
+      const int thread_row = thread / kGradPiecesPerRow;
+      const int thread_col = (thread % kGradPiecesPerRow) * 4;
+#pragma unroll
+      for (int j = 0; j < kGradPiecesPerThread; ++j) {
+        // Row thread_row + j * kGradRowsPerPass of the tile (the gradient piece j's, whose check is row_staged[j]):
+        // in one slab, as thread_row < kGradRowsPerPass, which divides kWarpRows.
+        const int slab = (j * kGradRowsPerPass) / Layout::kWarpRows;
+        const int slab_row = thread_row + (j * kGradRowsPerPass) % Layout::kWarpRows;
+        float* const direct_row = reinterpret_cast<float*>(dx_shared + Layout::direct_slab_offset(slab)) +
+                                  slab_row * Layout::kDirectStride + thread_col;
+        const std::int64_t direct_offset = thread_offset + j * kGradRowsPerPass * W;
+#pragma unroll
+        for (int q = 0; q < Layout::kCols / kStep; ++q) {
+          stage_piece(direct_row + q * kStep, params.dx_direct, direct_offset + q * kStep,
+                      row_staged[j] && i0 + thread_col + q * kStep < kBlockWidth);
+        }
+      }
+    }
+  };
 
   float acc[Layout::kMBlocks][Layout::kNBlocks][4] = {};
 #pragma unroll
@@ -309,6 +390,12 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       }
     }
     __syncthreads();  // ... and every thread's; and every warp is done with the stage refilled below
+    if constexpr (Layout::kStagedDirect) {
+      // The stages read at steps kSteps - kStages .. step - 1 are idle for good (DxProductLayout). Its group is the
+      // one request_step commits next, step + kStages - 1 >= kSteps: no wait of the loop counts it (at step s the
+      // loop waits for groups up to s alone), only the cp_async_wait<0> behind it.
+      if (step == Layout::kDirectStep) request_direct();
+    }
     request_step(step + Layout::kStages - 1, refill_stage);
     const float* const grads = grad_tile(stage);
     const Element* const weights = weight_tile(stage);
@@ -354,13 +441,17 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       }
     }
   }
-  cp_async_wait<0>();  // the last groups are empty: nothing is in flight when the CTA ends
+  // Nothing is in flight when the CTA ends: the ring's last groups are empty, and the direct tile's (if staged)
+  // has landed, this thread's pieces ...
+  cp_async_wait<0>();
+  if constexpr (Layout::kStagedDirect) __syncthreads();  // ... and every thread's
 
   // dx = dx_direct + the products, straight from the accumulators: each lane owns two adjacent channels of a
   // row (8-byte fp32 reads of dx_direct, one 2-element store of dx). A row's reads of dx_direct are all issued
   // before its first store: the compiler cannot move a load past a store it cannot prove apart, so reads
   // interleaved with stores wait out a global round trip each (a third of the kernel's time at w = 256, Nsight
-  // Compute, H200, 2026-12-04).
+  // Compute, H200, 2026-12-04). Where the tile is staged (Layout::kStagedDirect) they read the warp row's slab, whose
+  // pieces past the block were zero-filled as the global reads' were; the same values, the same sums.
 #pragma unroll
   for (int m = 0; m < Layout::kMBlocks; ++m) {
 #pragma unroll
@@ -368,12 +459,20 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kDxMinBlocks)
       const std::int64_t t = row0 + warp_row0 + 16 * m + 8 * half + lane.group;
       if (t >= T) continue;
       if (params.live_tokens != nullptr && params.live_tokens[t] == 0) continue;  // a skipped sequence's row
-      const float* const direct_row = params.dx_direct + (t - params.first_token) * W + block_col;
       float2 direct[Layout::kNBlocks];
+      if constexpr (Layout::kStagedDirect) {
+        const float* const direct_row =
+            reinterpret_cast<const float*>(dx_shared + Layout::direct_slab_offset(warp / Layout::kWarpsN)) +
+            (16 * m + 8 * half + lane.group) * Layout::kDirectStride + warp_col0 + 2 * lane.thread;
 #pragma unroll
-      for (int n = 0; n < Layout::kNBlocks; ++n) {
-        const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
-        direct[n] = i < kBlockWidth ? *reinterpret_cast<const float2*>(direct_row + i) : make_float2(0.0f, 0.0f);
+        for (int n = 0; n < Layout::kNBlocks; ++n) direct[n] = *reinterpret_cast<const float2*>(direct_row + 8 * n);
+      } else {
+        const float* const direct_row = params.dx_direct + (t - params.first_token) * W + block_col;
+#pragma unroll
+        for (int n = 0; n < Layout::kNBlocks; ++n) {
+          const int i = i0 + warp_col0 + 8 * n + 2 * lane.thread;
+          direct[n] = i < kBlockWidth ? *reinterpret_cast<const float2*>(direct_row + i) : make_float2(0.0f, 0.0f);
+        }
       }
 #pragma unroll
       for (int n = 0; n < Layout::kNBlocks; ++n) {
