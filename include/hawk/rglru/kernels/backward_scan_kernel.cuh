@@ -301,20 +301,13 @@ struct ScanLayout : std::conditional_t<Config::kDxInScan, DxScanRegions<Config, 
 //! gate-logits scan at 55 registers fits four CTAs an SM where its 45 KB would let five run at 48. The fused scans
 //! and the other architectures (less shared memory an SM, so fewer CTAs to gain) ask for none (0, as if the bound
 //! named no count; even a count of 1 changes ptxas's choices): there a bound only spends the registers it allows
-//! (the fused scans 58-64 -> 74-90, twelfth session, without gain) and spilled in a few configurations on sm_120 and
-//! sm_89. Two exceptions: the fused scan that computes dx (kDxInScan), whose layout holds two CTAs an SM and whose
-//! bound keeps it at 128 registers or fewer (114, no spills, bf16, CUDA 13); and the other 16-bit fused scans, whose
-//! straight-line gate math (block/backward_scan_phases.cuh) has work to interleave, so that a bound of as many CTAs
-//! as their shared memory holds (three at w = 128 and 256) lets ptxas use the registers they leave idle (w = 128
-//! 62 -> 76, w = 256 64 -> 78, no spills, sm_90a, CUDA 13).
+//! (the fused scans 58-64 -> 74-90) and spilled in a few configurations on sm_120 and sm_89. The one exception is
+//! the fused scan that computes dx (kDxInScan): its layout holds two CTAs an SM, and the bound keeps it at
+//! 128 registers or fewer (114, no spills, bf16, CUDA 13).
 template <class Config>
 constexpr int chunked_scan_min_blocks() {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 900 || (__CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1100))
-  if (Config::kFused) {
-    if (Config::kDxInScan) return 2;  // (E)'s layout holds two an SM: 128 registers
-    if (sizeof(typename Config::Element) == 2) return scan_ctas_per_sm90(ScanLayout<Config, true>::kSharedBytes);
-    return 0;
-  }
+  if (Config::kFused) return Config::kDxInScan ? 2 : 0;  // (E)'s layout holds two an SM: 128 registers
   const int by_memory = scan_ctas_per_sm90(ScanLayout<Config, true>::kSharedBytes);
   const int by_registers = 65536 / (Config::kThreads * 48);
   const int blocks = by_memory < by_registers ? by_memory : by_registers;
