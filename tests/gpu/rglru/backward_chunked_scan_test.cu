@@ -175,7 +175,7 @@ void check_poisoned_workspace_over_repeat_calls() {
   auto run = [&](const Upstream& up) {
     DeviceGradients<E> g(p, up);
     const BackwardArguments args = g.arguments(p, d);
-    workspace.resize(Op::workspace_size(args) + 1);
+    workspace.resize(Op::workspace_size(args));
     HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(workspace), 0xFF, workspace.size()));
     HAWK_TEST_CUDA(cudaDeviceSynchronize());
     const hawk::Status status = Op::run(args, hawk_test::raw(workspace), workspace.size(), nullptr);
