@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/dependent_launch.cuh"
@@ -621,6 +622,10 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   float acc[2][Layout::kMBlocks][Layout::kNBlocks][4] = {};  // [matrix: dWx, dWa]
   // Bias partials: thread o (< kCols) sums dgx, thread kCols + o sums dga, token by token in time order.
   const bool bias_thread = i_tile == 0 && tid < 2 * kCols;
+  // The bias adds beside the products where every CTA has bias threads (one i tile) and the steps are 64 deep: at
+  // w = 256 and in the 32-deep compact configurations the second copy of the loop costs registers (spills on
+  // sm_80 / sm_89 / sm_90a at 32 deep, on sm_100a / sm_120a at w = 256; ptxas, CUDA 13.0).
+  constexpr bool kBiasBesideProducts = Layout::kRowTiles == 1 && kStep == 64;
   float bias_sum = 0.0f;
 
 #pragma unroll
@@ -632,49 +637,71 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
     const int stage = step % Layout::kStages;
     const Element* const inputs = input_tile(stage);
-    if (bias_thread) {
-      const float* column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
-#pragma unroll 1
-      for (int r8 = 0; r8 < kStep; r8 += 8) {
+    // The step's products, and with `sums_bias` the bias thread's adds of its column: the 8 tokens of each k = 8
+    // group beside that group's products, where the adds, each waiting on the one before, overlap the mma instead
+    // of holding the warp's products back behind a chain of kStep of them (kBiasBesideProducts; else the bias
+    // threads add their column ahead of the products). The same adds in token order either way. One copy of the
+    // loop for the bias threads' warps (whole warps: 2 * kCols is 64 or 128) and one for the others, so that no
+    // warp branches inside it.
+    auto products = [&](auto sums_bias) {
+      const float* const bias_column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
 #pragma unroll
-        for (int r = 0; r < 8; ++r) bias_sum += column[(r8 + stored_row(r)) * Layout::kGradStride];
-      }
-    }
+      for (int k = 0; k < kStep; k += 8) {
+        if constexpr (decltype(sums_bias)::value) {
 #pragma unroll
-    for (int k = 0; k < kStep; k += 8) {
-      // A(i, t) = x[t][i]: the staged x rows are A's columns.
-      Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
-      if constexpr (Layout::kPairedTokenRows) {
-#pragma unroll
-        for (int m = 0; m < Layout::kMBlocks; m += 2) {
-          float values[2][4];
-          read_a_column_pairs(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
-          a[m] = to_tf32_operand<kPasses, kExactInputs>(values[0]);
-          a[m + 1] = to_tf32_operand<kPasses, kExactInputs>(values[1]);
+          for (int r = 0; r < 8; ++r) bias_sum += bias_column[(k + stored_row(r)) * Layout::kGradStride];
         }
-      } else {
+        // A(i, t) = x[t][i]: the staged x rows are A's columns.
+        Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
+        if constexpr (Layout::kPairedTokenRows) {
 #pragma unroll
-        for (int m = 0; m < Layout::kMBlocks; ++m) {
-          float values[4];
-          read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
-          a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < Layout::kNBlocks; ++n) {
-#pragma unroll
-        for (int matrix = 0; matrix < 2; ++matrix) {
-          float values[2];
-          if constexpr (Layout::kPairedTokenRows) {
-            read_b_paired_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
-          } else {
-            read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+          for (int m = 0; m < Layout::kMBlocks; m += 2) {
+            float values[2][4];
+            read_a_column_pairs(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
+            a[m] = to_tf32_operand<kPasses, kExactInputs>(values[0]);
+            a[m + 1] = to_tf32_operand<kPasses, kExactInputs>(values[1]);
           }
-          const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
+        } else {
 #pragma unroll
-          for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
+          for (int m = 0; m < Layout::kMBlocks; ++m) {
+            float values[4];
+            read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
+            a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < Layout::kNBlocks; ++n) {
+#pragma unroll
+          for (int matrix = 0; matrix < 2; ++matrix) {
+            float values[2];
+            if constexpr (Layout::kPairedTokenRows) {
+              read_b_paired_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+            } else {
+              read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+            }
+            const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
+#pragma unroll
+            for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
+          }
         }
       }
+    };
+    if constexpr (kBiasBesideProducts) {
+      if (bias_thread) {
+        products(std::true_type{});
+      } else {
+        products(std::false_type{});
+      }
+    } else {
+      if (bias_thread) {
+        const float* const column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
+#pragma unroll 1
+        for (int r8 = 0; r8 < kStep; r8 += 8) {
+#pragma unroll
+          for (int r = 0; r < 8; ++r) bias_sum += column[(r8 + stored_row(r)) * Layout::kGradStride];
+        }
+      }
+      products(std::false_type{});
     }
   }
   cp_async_wait<0>();  // no copy outlives the CTA (the last groups are empty)
