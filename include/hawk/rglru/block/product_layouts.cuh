@@ -135,5 +135,18 @@ struct WeightGradProductLayout
                 "WeightGradProductLayout: 16-byte aligned rows (cp.async)");
 };
 
+//! The largest shared memory a CTA of the fused backward's product kernels takes (0 in gate-logits mode, which runs
+//! none).
+template <class Config>
+constexpr std::size_t products_shared_bytes() {
+  if constexpr (Config::kFused) {
+    return DxProductLayout<Config>::kSharedBytes > WeightGradProductLayout<Config>::kSharedBytes
+               ? DxProductLayout<Config>::kSharedBytes
+               : WeightGradProductLayout<Config>::kSharedBytes;
+  } else {
+    return 0;
+  }
+}
+
 }  // namespace rglru
 }  // namespace hawk
