@@ -32,7 +32,7 @@
 //! Every other configuration fits 99 KB as shipped: bf16 / fp16 w = 128's forward and gate-logits mode. 16-bit w = 64's
 //! compact backward is the one every GPU ran before its chunked scan computed dx in whole-block tiles (103 KB, two
 //! CTAs an SM of sm_90: DefaultBackwardConfig): 32-channel tiles of 128 threads, every kernel within 90 KB. fp32
-//! fused w = 256's compact sequential forward (162 KB) and sequential backward scan (107.4 KB) fit 163 KB, not 99 KB:
+//! fused w = 256's compact sequential forward (162 KB) and sequential backward scan (105 KB) fit 163 KB, not 99 KB:
 //! its forward stages two 64-token chunks of the block's fp32 x rows (130 KB). A 99 KB GPU runs it through the
 //! chunked forward and the chunked backward scan alone, which fit (the default dispatch, dispatch.cuh).
 
@@ -70,8 +70,7 @@ struct CompactTiles {
   static constexpr int kChunkedSubChunk = kW == 64 ? 64 : 32;
   static constexpr int kChunkedThreads = kW == 256 ? 128 : 256;
   // backward
-  // 16-bit w = 128 keeps its shipped scan's tiles (32-channel tiles of 256 threads; 97.5 KB, without the shipped
-  // sequential scan's tile of (D)'s factors) and only narrows the products.
+  // 16-bit w = 128 keeps its shipped scan (32-channel tiles of 256 threads, 97.5 KB) and only narrows the products.
   static constexpr int kBackwardWidthTile = kFloat ? (kW == 256 ? 8 : 16) : kW <= 128 ? 32 : 16;
   static constexpr int kBackwardThreads = !kFloat && kW >= 128 ? 256 : 128;
   static constexpr int kWeightGradStep = 32;  // fp32's 64 x 64 and 16-bit's 128 x 64 tiles within 99 KB

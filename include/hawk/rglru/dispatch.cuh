@@ -192,10 +192,9 @@ struct DefaultWgmmaPersistentConfig {
 //!   twice the channels (x read 8 times a block, not 16) and half as many CTAs take their turn on the chain. The
 //!   chunked scan alone 1.41x and 1.42x at (1, 8192, 2560, 10) and (1, 65536, 2560, 10), the backward 1.18-1.19x
 //!   (H200, bf16, 2026-12-03, bench/results/2026-12-03-h200-bfd73cf-probes/scan_probe.txt; 64-channel tiles, one
-//!   CTA per SM, gained less). The sequential scan with 32-channel tiles holds one CTA per SM (138.8 KB then, 143.5
-//!   with the tile of (D)'s factors; two with 16): at (4, 4096, 2560, 10) the backward took 2139.1 us through it,
-//!   2112.8 through 16-channel sequential tiles and 1782.9 through the chunked scan, which kAuto runs there
-//!   (bench/results/2026-12-03-h200-1ccba9f-probes/).
+//!   CTA per SM, gained less). The sequential scan with 32-channel tiles holds one CTA per SM (138.8 KB; two with
+//!   16): at (4, 4096, 2560, 10) the backward took 2139.1 us through it, 2112.8 through 16-channel sequential tiles
+//!   and 1782.9 through the chunked scan, which kAuto runs there (bench/results/2026-12-03-h200-1ccba9f-probes/).
 //! 16-bit w = 64 keeps its forward's whole-block tiles (64 channels, 256 threads): both its scans compute dx themselves
 //! (BackwardConfig::kDxInScan), in layouts that hold two CTAs an SM, and kAuto picks between them by waves as for
 //! every fused configuration. Before them, the backward ran 32-channel tiles of 128 threads (every kernel within
@@ -293,8 +292,11 @@ using CompactForwardFamily =
 //! scans and, in fused mode, both products.
 template <class Backward>
 constexpr std::size_t backward_shared_bytes() {
-  return std::max({backward_detail::ScanLayout<Backward>::kSharedBytes,
-                   backward_detail::ScanLayout<Backward, true>::kSharedBytes, products_shared_bytes<Backward>()});
+  std::size_t bytes = std::max(backward_detail::ScanLayout<Backward>::kSharedBytes,
+                               backward_detail::ScanLayout<Backward, true>::kSharedBytes);
+  if constexpr (Backward::kFused)
+    bytes = std::max({bytes, DxProductLayout<Backward>::kSharedBytes, WeightGradProductLayout<Backward>::kSharedBytes});
+  return bytes;
 }
 
 //! Calls `visit(Family{})` with the forward family the default dispatch runs for the shipped configuration `Config`:

@@ -230,26 +230,11 @@ struct TokenGateGrads {
   float da_param_sum;  //!< dlog_a · (-c · r); summed over tokens, then times sigmoid(a_param)
 };
 
-//! The factor of dm in token_gate_grads' dlog_a, 2 · a² · d sqrt(z) / dz at z = 1 - a² (a² and 1 - a² each rounded):
-//! a function of a alone, so that a caller may evaluate it before dh is known (the sequential backward scan's idle
-//! threads) and hand it to token_gate_grads_given_a.
-template <bool UnbranchedSqrtGrad = false>
-HAWK_HOST_DEVICE float decay_sqrt_grad_factor(float a2, float one_minus_a2) {
-  return 2.0f * a2 * math::sqrt_grad_capped_finite<UnbranchedSqrtGrad>(one_minus_a2);
-}
-template <bool UnbranchedSqrtGrad = false>
-HAWK_HOST_DEVICE float decay_sqrt_grad_factor(float a) {
-  const float a2 = detail::mul_rn(a, a);
-  return decay_sqrt_grad_factor<UnbranchedSqrtGrad>(a2, detail::sub_rn(1.0f, a2));
-}
-
 //! token_gate_grads (below) given its a = token_decay(activations, log_a_coeff): token_gates' a, which is also the
-//! a_bar of every token that is not a reset, so that a caller holding that a_bar need not evaluate it again. With
-//! `FactorGiven`, `factor` is decay_sqrt_grad_factor(a) (the same operations, evaluated ahead by the caller).
-template <bool UnbranchedSqrtGrad = false, bool FactorGiven = false>
+//! a_bar of every token that is not a reset, so that a caller holding that a_bar need not evaluate it again.
+template <bool UnbranchedSqrtGrad = false>
 HAWK_HOST_DEVICE TokenGateGrads token_gate_grads_given_a(float x, GateActivations activations, float log_a_coeff,
-                                                         bool reset, float h_prev, float dh, float a,
-                                                         float factor = 0.0f) {
+                                                         bool reset, float h_prev, float dh, float a) {
   const float i = activations.i;
   const float r = activations.r;
   const float a2 = detail::mul_rn(a, a);  // = exp(2 · log_a), one transcendental fewer
@@ -260,8 +245,8 @@ HAWK_HOST_DEVICE TokenGateGrads token_gate_grads_given_a(float x, GateActivation
   const float dm = reset ? 0.0f : dh * x * i;
   const float da_bar = dh * h_prev;
   const float through_a = reset ? 0.0f : detail::mul_rn(da_bar, a);
-  if constexpr (!FactorGiven) factor = decay_sqrt_grad_factor<UnbranchedSqrtGrad>(a2, one_minus_a2);
-  const float through_m = detail::mul_rn(factor, dm);
+  const float through_m =
+      detail::mul_rn(2.0f * a2 * math::sqrt_grad_capped_finite<UnbranchedSqrtGrad>(one_minus_a2), dm);
   const float dlog_a = detail::sub_rn(through_a, through_m);  // each product rounded before the difference
 
   TokenGateGrads grads;

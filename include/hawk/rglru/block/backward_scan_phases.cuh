@@ -423,16 +423,13 @@ struct DaParamShares {
 //! reads x from the fp32 x tile (XTile) or from the staged rows (the same values, widened by the same conversion).
 //! With ABarTile, a of every token that is not a reset comes from (B)'s a_bar tile (token_gates' a, the same bits:
 //! the same function of the same r and coefficient) instead of its exponential again: for a caller whose a_bar tile
-//! (`a_bar_tile`) still holds (B)'s values (not where dh took its memory). With FactorTile, each token's
-//! decay_sqrt_grad_factor comes from `factor_tile` (stage_decay_sqrt_grad_factors', the same bits).
-template <class Config, int RowsPerThread, int RowStep, bool XTile, class Sink, bool ABarTile = false,
-          bool FactorTile = false>
+//! (`a_bar_tile`) still holds (B)'s values (not where dh took its memory).
+template <class Config, int RowsPerThread, int RowStep, bool XTile, class Sink, bool ABarTile = false>
 __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                                     int row0, int valid, const float* h_prev_tile,
                                                     const float* dh_tile, const float* x_tile,
                                                     DaParamShares<Config>& da, Sink&& sink,
-                                                    const float* a_bar_tile = nullptr,
-                                                    const float* factor_tile = nullptr) {
+                                                    const float* a_bar_tile = nullptr) {
   constexpr int kWT = Config::kWidthTile;
   constexpr int kV = Config::kChannelVector;
   const int q = staged.q;
@@ -448,8 +445,6 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
     float dx[kV], dgx[kV], dga[kV];
     float a_bar_v[kV];
     if constexpr (ABarTile) load_vector<float, 4>(a_bar_tile + r * kWT + q, a_bar_v);
-    float factor_v[kV] = {};
-    if constexpr (FactorTile) load_vector<float, 4>(factor_tile + r * kWT + q, factor_v);
     float x_fused[kV];
     GateActivations kept[kV];
     if constexpr (Config::kFused) {
@@ -480,8 +475,8 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
       } else {
         a = token_decay(activations, log_a_coeff[v]);
       }
-      const TokenGateGrads g = token_gate_grads_given_a<straight_line_gate_math<Config>(), FactorTile>(
-          x, activations, log_a_coeff[v], reset, h_prev_v[v], dh_v[v], a, factor_v[v]);
+      const TokenGateGrads g = token_gate_grads_given_a<straight_line_gate_math<Config>()>(
+          x, activations, log_a_coeff[v], reset, h_prev_v[v], dh_v[v], a);
       dx[v] = g.dx;
       dgx[v] = g.dgx;
       dga[v] = g.dga;
@@ -494,13 +489,12 @@ __device__ __forceinline__ void chunk_row_gradients(const StagedChunk<Config>& s
 //! (D) as chunk_row_gradients, every row stored at `first_row` (the chunk's first token's element offset into the
 //! rows, [T, W] or, in the fused backward's time slices, the slice's rows from its first token, plus the tile's
 //! first channel): gate-logits mode the gradients themselves, fused mode fp32 rows for the product kernels.
-template <class Config, int RowsPerThread, int RowStep, bool ABarTile = false, bool FactorTile = false>
+template <class Config, int RowsPerThread, int RowStep, bool ABarTile = false>
 __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& staged, const float (&log_a_coeff)[4],
                                                 int row0, int valid, const float* h_prev_tile, const float* dh_tile,
                                                 const float* x_tile, const ChunkGradientRows<Config>& out,
                                                 std::int64_t first_row, std::int64_t width, DaParamShares<Config>& da,
-                                                const float* a_bar_tile = nullptr,
-                                                const float* factor_tile = nullptr) {
+                                                const float* a_bar_tile = nullptr) {
   constexpr int kV = Config::kChannelVector;
   const int q = staged.q;
   auto sink =
@@ -516,39 +510,8 @@ __device__ __forceinline__ void chunk_gradients(const StagedChunk<Config>& stage
           store_vector<typename Config::Element, kV>(out.dga + offset, dga);
         }
       };
-  chunk_row_gradients<Config, RowsPerThread, RowStep, true, decltype(sink)&, ABarTile, FactorTile>(
-      staged, log_a_coeff, row0, valid, h_prev_tile, dh_tile, x_tile, da, sink, a_bar_tile, factor_tile);
-}
-
-//! For (D) with FactorTile: decay_sqrt_grad_factor of every token below `valid` and channels q .. q + 3 (staged.q,
-//! whose coefficients `log_a_coeff` are) into `factor_tile` ([TimeChunk][WidthTile] fp32), rows row0, row0 + RowStep,
-//! ...: the part of (D)'s gate gradients that needs no dh, for threads that wait on (C) otherwise. a as (D) takes it:
-//! (B)'s a_bar (its a) on rows that are not resets, token_decay of the kept activations on a reset row; the same
-//! operations on the same values as (D) without the tile (the same bits). After the barrier behind (B).
-template <class Config, int RowStep>
-__device__ __forceinline__ void stage_decay_sqrt_grad_factors(const StagedChunk<Config>& staged,
-                                                              const float (&log_a_coeff)[4], int row0, int valid,
-                                                              const float* a_bar_tile, float* factor_tile) {
-  constexpr int kWT = Config::kWidthTile;
-  constexpr int kRows = (Config::kTimeChunk + RowStep - 1) / RowStep;
-  const int q = staged.q;
-#pragma unroll
-  for (int row_step = 0; row_step < kRows; ++row_step) {
-    const int r = row0 + row_step * RowStep;
-    if (r >= valid) break;
-    float a[4];
-    load_vector<float, 4>(a_bar_tile + r * kWT + q, a);
-    if (staged.is_reset_row(r, row_step)) {
-      GateActivations kept[4];
-      staged.kept_activations4(r, kept);
-#pragma unroll
-      for (int v = 0; v < 4; ++v) a[v] = token_decay(kept[v], log_a_coeff[v]);
-    }
-    float factor[4];
-#pragma unroll
-    for (int v = 0; v < 4; ++v) factor[v] = decay_sqrt_grad_factor<straight_line_gate_math<Config>()>(a[v]);
-    *reinterpret_cast<float4*>(factor_tile + r * kWT + q) = make_float4(factor[0], factor[1], factor[2], factor[3]);
-  }
+  chunk_row_gradients<Config, RowsPerThread, RowStep, true, decltype(sink)&, ABarTile>(
+      staged, log_a_coeff, row0, valid, h_prev_tile, dh_tile, x_tile, da, sink, a_bar_tile);
 }
 
 //! The d a_param of the tile's channels from every thread's shares, in the order Config::kDaParamRowStep fixes:

@@ -37,7 +37,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "hawk/core/async_copy.cuh"
 #include "hawk/core/dependent_launch.cuh"
@@ -45,7 +44,6 @@
 #include "hawk/core/element.cuh"
 #include "hawk/core/macros.hpp"
 #include "hawk/core/tf32_mma.cuh"
-#include "hawk/rglru/block/product_layouts.cuh"
 #include "hawk/rglru/block/product_tiles.cuh"
 #include "hawk/rglru/config.cuh"
 
@@ -92,6 +90,125 @@ struct BackwardWeightGradParams {
   std::int64_t first_partial_segment = 0;
   std::int64_t width = 0;
   int num_blocks = 0;
+};
+
+//! The shared memory and warp tiling of `backward_dx_kernel`. Also the tag of its dynamic shared memory limit.
+//!
+//! A stage holds one reduction step: the gradient rows dg[t][o0 .. o0 + kDxStep) (fp32, A row-major) and the
+//! weight rows W[i][o0 .. o0 + kDxStep) (Element, B n-major). Warps (ProductWarpGrid): kProductThreads / 128 along
+//! tokens x 4 along channels; with 256 threads a warp owns kDxRows / 2 tokens x kDxCols / 4 channels.
+//!
+//! The epilogue's fp32 direct term (dx_direct, kRows x kCols) is staged by cp.async too where it fits in the stages
+//! the ring leaves idle at its end (kStagedDirect), so that its global reads overlap the last steps' products instead
+//! of standing between the last product and the stores. The ring's last kStages - 1 requests are empty: from step
+//! kSteps - kStages + n, the n stages read at steps kSteps - kStages .. kSteps - kStages + n - 1 are free (every warp
+//! is past them, nothing refills them), and they follow each other round the ring from stage kSteps % kStages. The
+//! tile lies there in slabs of one warp row's kWarpRows rows (stride kDirectStride), as many to a stage as fit: the
+//! slab of warp row r in stage (kDirectFirstStage + r / kDirectSlabsPerStage) % kStages. kDirectStages of them hold
+//! every slab, so the copies go out at step kDirectStep = kSteps - kStages + kDirectStages and overlap the
+//! kStages - kDirectStages steps after it (shipped, 16-bit w = 128: the last 64-deep step; fp32 w = 64: the last two
+//! 32-deep steps). Where no stage is left for them (16-bit w = 256's whole-block tiles: a 66 KiB tile, 53 KiB
+//! stages, two of them) the epilogue reads dx_direct from global memory.
+template <class Config>
+struct DxProductLayout : ProductWarpGrid<Config::kDxRows, Config::kDxCols, Config::kProductThreads> {
+  using Element = typename Config::Element;
+  using WarpGrid = ProductWarpGrid<Config::kDxRows, Config::kDxCols, Config::kProductThreads>;
+  static constexpr int kRows = Config::kDxRows;
+  static constexpr int kCols = Config::kDxCols;
+  static constexpr int kStep = Config::kDxStep;
+  static constexpr int kStages = Config::kDxStages;
+  static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
+  //! Reduction steps: dgx · Wxᵀ's kOSteps over o, then dga · Waᵀ's.
+  static constexpr int kOSteps = (Config::kBlockWidth + kStep - 1) / kStep;
+  static constexpr int kSteps = 2 * kOSteps;
+  static constexpr int kGradStride = kStep + 4;                                   // floats: 4 (mod 32) words
+  static constexpr int kWeightStride = kStep + 16 / static_cast<int>(sizeof(Element));  // 4 or 20 (mod 32) words
+  static constexpr std::size_t kGradBytes = sizeof(float) * kRows * kGradStride;
+  static constexpr std::size_t kWeightBytes = sizeof(Element) * kCols * kWeightStride;
+  static constexpr std::size_t kStageBytes = kGradBytes + kWeightBytes;
+  static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
+  static_assert(kStageBytes % 16 == 0 && (sizeof(Element) * kWeightStride) % 16 == 0,
+                "DxProductLayout: 16-byte aligned rows (cp.async)");
+  static_assert(kStep % 8 == 0, "DxProductLayout: whole k = 8 groups a step (and 16-byte ldmatrix rows)");
+
+  // ---- the direct term in the ring's idle stages (above) ----
+  //! Gradient rows a pass of the CTA's threads stages (16-byte pieces, kStep / 4 a row). The direct tile is staged
+  //! by the same threads in the same rows (kCols / kStep pieces a gradient piece), so that it reuses their row
+  //! checks; a pass's rows then lie in one slab when they divide a warp row's.
+  static constexpr int kGradRowsPerPass = Config::kProductThreads / (kStep / 4);
+  //! Floats: 8 (mod 32) words, so that the epilogue's 8-byte reads (lane (g, t): row g, columns 2t, 2t + 1) of
+  //! each half warp cover the 32 banks once.
+  static constexpr int kDirectStride = kCols + 8;
+  static constexpr std::size_t kDirectSlabBytes = sizeof(float) * WarpGrid::kWarpRows * kDirectStride;
+  static constexpr int kDirectSlabsPerStage = static_cast<int>(kStageBytes / kDirectSlabBytes);
+  static constexpr int kDirectStages = kDirectSlabsPerStage == 0
+                                           ? kStages
+                                           : (WarpGrid::kWarpsM + kDirectSlabsPerStage - 1) / kDirectSlabsPerStage;
+  static constexpr int kDirectFirstStage = kSteps % kStages;
+  static constexpr int kDirectStep = kSteps - kStages + kDirectStages;
+  //! Whether the epilogue reads dx_direct from the idle stages: asked for (Config::kDxStagedDirect), whole slabs
+  //! in fewer stages than the ring's (the last step's stays busy), at least as many steps as stages (every stage
+  //! read before the end, so the idle ones are those above), whole pieces a gradient piece, a pass's rows in one
+  //! slab, and the stride's bank pattern.
+  static constexpr bool kStagedDirect = Config::kDxStagedDirect && kDirectSlabsPerStage > 0 &&
+                                        kDirectStages < kStages && kSteps >= kStages && kCols % kStep == 0 &&
+                                        kCols % 32 == 0 && Config::kBlockWidth % 4 == 0 &&
+                                        WarpGrid::kWarpRows % kGradRowsPerPass == 0;
+  static_assert(!kStagedDirect || (kDirectSlabBytes % 16 == 0 && kDirectStep >= kSteps - kStages + 1 &&
+                                   kDirectStep <= kSteps - 1),
+                "DxProductLayout: 16-byte aligned slab rows (cp.async), issued on an idle stage before the last step");
+
+  //! Byte offset in the shared memory of warp row `slab`'s slab of the direct tile (kStagedDirect).
+  HAWK_HOST_DEVICE static constexpr std::size_t direct_slab_offset(int slab) {
+    return static_cast<std::size_t>((kDirectFirstStage + slab / kDirectSlabsPerStage) % kStages) * kStageBytes +
+           static_cast<std::size_t>(slab % kDirectSlabsPerStage) * kDirectSlabBytes;
+  }
+
+  //! CTAs of one call: token tiles x blocks x column tiles, column tile fastest, then block, so that the CTAs
+  //! reading the same gradient rows run side by side.
+  static std::int64_t ctas(std::int64_t num_tokens, std::int64_t num_blocks) {
+    return (num_tokens + kRows - 1) / kRows * num_blocks * kColTiles;
+  }
+};
+
+//! The shared memory and warp tiling of `backward_weight_grad_kernel`. Also the tag of its dynamic shared memory
+//! limit.
+//!
+//! A CTA owns kRows values of i x kCols values of o of both matrices. A stage holds one reduction step of
+//! kWeightGradStep tokens: x[t][i0 .. i0 + kRows) (Element, A k-major) and dgx[t][o0 .. o0 + kCols),
+//! dga[t][...] (fp32, B k-major). With 16-bit x (and m blocks in pairs) the rows are paired (block/product_tiles.cuh,
+//! paired_token_row) so that one ldmatrix.trans reads the A fragments of two m blocks; fp32 x keeps them in order.
+//! Warps: kProductThreads / 128 along i x 4 along o (ProductWarpGrid); with 256 threads a warp owns kRows / 2 x
+//! kCols / 4 of both matrices.
+template <class Config>
+struct WeightGradProductLayout
+    : ProductWarpGrid<Config::kWeightGradTile, Config::kWeightGradCols, Config::kProductThreads> {
+  using Element = typename Config::Element;
+  static constexpr int kRows = Config::kWeightGradTile;
+  static constexpr int kCols = Config::kWeightGradCols;
+  static constexpr int kStep = Config::kWeightGradStep;
+  static constexpr int kStages = Config::kWeightGradStages;
+  static constexpr int kRowTiles = (Config::kBlockWidth + kRows - 1) / kRows;
+  static constexpr int kColTiles = (Config::kBlockWidth + kCols - 1) / kCols;
+  // Paired where each warp's m blocks come in pairs (every shipped tile; a 512-thread tile of 64 rows has one).
+  static constexpr bool kPairedTokenRows =
+      sizeof(Element) == 2 && ProductWarpGrid<kRows, kCols, Config::kProductThreads>::kMBlocks % 2 == 0;
+  // x rows padded by 8 elements: 8 (mod 32) words in fp32, 4 (mod 32) words in 16 bits (with 32 or 64 columns).
+  // Gradient rows padded to 8 (mod 32) words where fragments read rows t and t + 4 (read_b_columns), to 4 (mod 32)
+  // where they read paired rows 2t and 2t + 1 (read_b_paired_columns).
+  static constexpr int kInputStride = kRows + 8;
+  static constexpr int kGradStride = kCols + (kPairedTokenRows ? 4 : 8);
+  static constexpr std::size_t kInputBytes = sizeof(Element) * kStep * kInputStride;
+  static constexpr std::size_t kGradBytes = sizeof(float) * kStep * kGradStride;
+  static constexpr std::size_t kStageBytes = kInputBytes + 2 * kGradBytes;
+  static constexpr std::size_t kSharedBytes = kStages * kStageBytes;
+  static_assert(2 * kCols <= Config::kProductThreads, "WeightGradProductLayout: a bias thread per column");
+  static_assert(kCols == 32 || kCols == 64, "WeightGradProductLayout: kWeightGradCols is 32 or 64 (the strides' "
+                                            "bank pattern and the bias threads are laid out for these)");
+  static_assert(kStep % 8 == 0, "WeightGradProductLayout: whole k = 8 groups a step (and of paired rows)");
+  static_assert(kInputBytes % 16 == 0 && kGradBytes % 16 == 0 && (sizeof(Element) * kInputStride) % 16 == 0 &&
+                    (sizeof(float) * kGradStride) % 16 == 0,
+                "WeightGradProductLayout: 16-byte aligned rows (cp.async)");
 };
 
 #if defined(__CUDACC__)
@@ -504,10 +621,6 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   float acc[2][Layout::kMBlocks][Layout::kNBlocks][4] = {};  // [matrix: dWx, dWa]
   // Bias partials: thread o (< kCols) sums dgx, thread kCols + o sums dga, token by token in time order.
   const bool bias_thread = i_tile == 0 && tid < 2 * kCols;
-  // The bias adds beside the products where every CTA has bias threads (one i tile) and the steps are 64 deep: at
-  // w = 256 and in the 32-deep compact configurations the second copy of the loop costs registers (spills on
-  // sm_80 / sm_89 / sm_90a at 32 deep, on sm_100a / sm_120a at w = 256; ptxas, CUDA 13.0).
-  constexpr bool kBiasBesideProducts = Layout::kRowTiles == 1 && kStep == 64;
   float bias_sum = 0.0f;
 
 #pragma unroll
@@ -519,71 +632,49 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
     request_step(step + Layout::kStages - 1, (step + Layout::kStages - 1) % Layout::kStages);
     const int stage = step % Layout::kStages;
     const Element* const inputs = input_tile(stage);
-    // The step's products, and with `sums_bias` the bias thread's adds of its column: the 8 tokens of each k = 8
-    // group beside that group's products, where the adds, each waiting on the one before, overlap the mma instead
-    // of holding the warp's products back behind a chain of kStep of them (kBiasBesideProducts; else the bias
-    // threads add their column ahead of the products). The same adds in token order either way. One copy of the
-    // loop for the bias threads' warps (whole warps: 2 * kCols is 64 or 128) and one for the others, so that no
-    // warp branches inside it.
-    auto products = [&](auto sums_bias) {
-      const float* const bias_column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
-#pragma unroll
-      for (int k = 0; k < kStep; k += 8) {
-        if constexpr (decltype(sums_bias)::value) {
-#pragma unroll
-          for (int r = 0; r < 8; ++r) bias_sum += bias_column[(k + stored_row(r)) * Layout::kGradStride];
-        }
-        // A(i, t) = x[t][i]: the staged x rows are A's columns.
-        Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
-        if constexpr (Layout::kPairedTokenRows) {
-#pragma unroll
-          for (int m = 0; m < Layout::kMBlocks; m += 2) {
-            float values[2][4];
-            read_a_column_pairs(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
-            a[m] = to_tf32_operand<kPasses, kExactInputs>(values[0]);
-            a[m + 1] = to_tf32_operand<kPasses, kExactInputs>(values[1]);
-          }
-        } else {
-#pragma unroll
-          for (int m = 0; m < Layout::kMBlocks; ++m) {
-            float values[4];
-            read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
-            a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
-          }
-        }
-#pragma unroll
-        for (int n = 0; n < Layout::kNBlocks; ++n) {
-#pragma unroll
-          for (int matrix = 0; matrix < 2; ++matrix) {
-            float values[2];
-            if constexpr (Layout::kPairedTokenRows) {
-              read_b_paired_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
-            } else {
-              read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
-            }
-            const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
-#pragma unroll
-            for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
-          }
-        }
-      }
-    };
-    if constexpr (kBiasBesideProducts) {
-      if (bias_thread) {
-        products(std::true_type{});
-      } else {
-        products(std::false_type{});
-      }
-    } else {
-      if (bias_thread) {
-        const float* const column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
+    if (bias_thread) {
+      const float* column = grad_tile(stage, tid < kCols ? 0 : 1) + (tid % kCols);
 #pragma unroll 1
-        for (int r8 = 0; r8 < kStep; r8 += 8) {
+      for (int r8 = 0; r8 < kStep; r8 += 8) {
 #pragma unroll
-          for (int r = 0; r < 8; ++r) bias_sum += column[(r8 + stored_row(r)) * Layout::kGradStride];
+        for (int r = 0; r < 8; ++r) bias_sum += column[(r8 + stored_row(r)) * Layout::kGradStride];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kStep; k += 8) {
+      // A(i, t) = x[t][i]: the staged x rows are A's columns.
+      Tf32Operand<kPasses, 4> a[Layout::kMBlocks];
+      if constexpr (Layout::kPairedTokenRows) {
+#pragma unroll
+        for (int m = 0; m < Layout::kMBlocks; m += 2) {
+          float values[2][4];
+          read_a_column_pairs(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, tid % 32, values);
+          a[m] = to_tf32_operand<kPasses, kExactInputs>(values[0]);
+          a[m + 1] = to_tf32_operand<kPasses, kExactInputs>(values[1]);
+        }
+      } else {
+#pragma unroll
+        for (int m = 0; m < Layout::kMBlocks; ++m) {
+          float values[4];
+          read_a_columns(inputs, Layout::kInputStride, warp_row0 + 16 * m, k, lane, values);
+          a[m] = to_tf32_operand<kPasses, kExactInputs>(values);
         }
       }
-      products(std::false_type{});
+#pragma unroll
+      for (int n = 0; n < Layout::kNBlocks; ++n) {
+#pragma unroll
+        for (int matrix = 0; matrix < 2; ++matrix) {
+          float values[2];
+          if constexpr (Layout::kPairedTokenRows) {
+            read_b_paired_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+          } else {
+            read_b_columns(grad_tile(stage, matrix), Layout::kGradStride, warp_col0 + 8 * n, k, lane, values);
+          }
+          const Tf32Operand<kPasses, 2> b = to_tf32_operand<kPasses, false>(values);
+#pragma unroll
+          for (int m = 0; m < Layout::kMBlocks; ++m) mma_k8<kPasses>(acc[matrix][m][n], a[m], b);
+        }
+      }
     }
   }
   cp_async_wait<0>();  // no copy outlives the CTA (the last groups are empty)

@@ -56,13 +56,11 @@
 #include "hawk/core/element.cuh"
 #include "hawk/rglru/block/backward_scan_phases.cuh"
 #include "hawk/rglru/block/chained_carry.cuh"
-#include "hawk/rglru/block/product_layouts.cuh"
 #include "hawk/rglru/block/projection.cuh"
 #include "hawk/rglru/block/scan_dx_product.cuh"
 #include "hawk/rglru/block/sequence_extent.cuh"
 #include "hawk/rglru/block/token_loader.cuh"
 #include "hawk/rglru/checkpoint_layout.hpp"
-#include "hawk/rglru/compact_config.cuh"
 #include "hawk/rglru/config.cuh"
 #include "hawk/rglru/gate_math.hpp"
 #include "hawk/rglru/params.hpp"
@@ -139,34 +137,6 @@ namespace backward_detail {
 //! CTAs with `bytes` of shared memory each that fit on one SM of sm_90 (228 KB, 1 KB of it reserved per CTA): how
 //! ScanLayout chooses between the chunked fused kernel's two arrangements.
 constexpr int scan_ctas_per_sm90(std::size_t bytes) { return static_cast<int>((228u * 1024u) / (bytes + 1024u)); }
-
-//! Whether a CTA's shared memory growing from `bytes` by `extra` leaves a GPU whose opt-in limit a CTA is `limit` the
-//! kernels it ran: the CTA stays within the limit, or was beyond it already, or the call's product kernels
-//! (`products`) are beyond it, so that such a GPU never ran this configuration.
-constexpr bool growth_keeps_limit(std::size_t bytes, std::size_t extra, std::size_t limit, std::size_t products) {
-  return bytes + extra <= limit || bytes > limit || products > limit;
-}
-
-//! The fused sequential scan's threads beside its recurrences' (kOn, where they form whole warps from kIdle0 on that
-//! cover whole rows of the loads below): they alone request the previous chunk after (B), stage (D)'s factors
-//! (stage_decay_sqrt_grad_factors, where the layout holds their tile) and, from kSum0 on, sum each chunk's d a_param
-//! partial row during the next chunk's (C), while the recurrence threads start (C) at once (backward_scan_kernel).
-template <class Config>
-struct SequentialIdleWarps {
-  using PairedForward = typename Config::PairedForward;
-  static constexpr int kWT = Config::kWidthTile;
-  static constexpr bool kConcurrent = Config::kConcurrentRecurrences && !Config::kDxInScan;  // ScanThread's
-  static constexpr int kRecurrenceThreads = kConcurrent ? Config::kDhThreadOffset + kWT : kWT;
-  static constexpr int kIdle0 = (kRecurrenceThreads + 31) / 32 * 32;
-  static constexpr int kLoaders = Config::kThreads - kIdle0;
-  static constexpr int kSum0 = Config::kThreads - kWT;
-  static constexpr bool kOn = Config::kFused && !Config::kDxInScan &&
-                              Config::ResetPolicy::kMode != ResetMode::kFlags && kLoaders > 0 &&
-                              kLoaders % (PairedForward::kInputCols / PairedForward::kVec) == 0 &&
-                              kLoaders % (kWT / PairedForward::kVec) == 0 && kSum0 >= kIdle0;
-  //! Whether each of them keeps its own channels (ScanThread's q, whose coefficients it holds) over whole rows.
-  static constexpr bool kWholeRows = kIdle0 % Config::kThreadsPerRow == 0 && kLoaders % Config::kThreadsPerRow == 0;
-};
 
 //! The sizes of a scan CTA's regions (bytes, 128-byte aligned), which every arrangement below lays out its own way.
 template <class Config>
@@ -246,19 +216,7 @@ struct ScanRegions : ScanRegionSizes<Config> {
       kPartialsInWeights ? kWeightOffset : kAfterReset;
   static constexpr std::size_t kTicketOffset =  // one unsigned long long
       kPartialsInWeights ? kAfterReset : kPartialOffset + kPartialBytes;
-  static constexpr std::size_t kAfterTicket = kTicketOffset + (OneChunk ? 128 : 0);
-  //! The sequential kernel's tile of (D)'s factors, which its idle warps stage during (C) (SequentialIdleWarps), where
-  //! it costs no CTA an SM of sm_90 and every GPU runs the same kernels as before: at each smaller opt-in limit
-  //! (99 KB a CTA: sm_86, sm_89, sm_120; 163 KB: sm_80, sm_87) the layout stays within it, or was over it already, or
-  //! the configuration's products are (the shipped 16-bit w = 128's weight gradients, 102 KiB, so that its compact
-  //! twin, not it, runs where 99 KB is the limit; the twin keeps its 97.5 KB).
-  static constexpr bool kFactorTile =
-      !OneChunk && SequentialIdleWarps<Config>::kOn && SequentialIdleWarps<Config>::kWholeRows &&
-      scan_ctas_per_sm90(kAfterTicket + kTileBytes) == scan_ctas_per_sm90(kAfterTicket) &&
-      growth_keeps_limit(kAfterTicket, kTileBytes, kSharedMemory99KB, products_shared_bytes<Config>()) &&
-      growth_keeps_limit(kAfterTicket, kTileBytes, kSharedMemory163KB, products_shared_bytes<Config>());
-  static constexpr std::size_t kFactorOffset = kAfterTicket;  // [C][WT] fp32
-  static constexpr std::size_t kSharedBytes = kAfterTicket + (kFactorTile ? kTileBytes : 0);
+  static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
   static constexpr bool kDxInScan = false;  //!< no phase (E): DxScanRegions
   static constexpr std::size_t kGradStageOffset = 0, kSumOffset = 0;
 };
@@ -285,7 +243,6 @@ struct DxScanRegions : ScanRegionSizes<Config> {
   static constexpr bool kGatesInWeights = false;
   static constexpr bool kDxInScan = true;
   static constexpr bool kPartialsInWeights = false;  //!< the d a_param shares have a region of their own
-  static constexpr bool kFactorTile = false;
 
   static constexpr std::size_t kWeightOffset = 0;
   static constexpr std::size_t kBiasOffset = kWeightOffset + PairedForward::kWeightBytes;
@@ -300,7 +257,6 @@ struct DxScanRegions : ScanRegionSizes<Config> {
   static constexpr std::size_t kTicketOffset = kPartialOffset + kPartialBytes;
   static constexpr std::size_t kSharedBytes = kTicketOffset + (OneChunk ? 128 : 0);
   static constexpr std::size_t kXOffset = kWeightOffset;  // no x tile: never written or read
-  static constexpr std::size_t kFactorOffset = kWeightOffset;  // no factor tile: never written or read
   static constexpr std::size_t kGradStageOffset = kGateOffset;  // (E): dgx's tile, then dga's
   static constexpr std::size_t kSumOffset = kUOffset;           // (E): the products' sums
   static_assert(2 * ScanDxProduct<Config>::kTileBytes <= PairedForward::kGateBytes &&
@@ -315,8 +271,8 @@ struct DxScanRegions : ScanRegionSizes<Config> {
 //! The sequential kernel (`OneChunk` false): fused mode keeps one stage of block rows [TimeChunk][BlockWidth]
 //! (the largest buffer): the next chunk's rows are requested as soon as the gate phase has copied this chunk's x
 //! tile out, so the load overlaps the recurrences and the gradient phase, and two CTAs still fit on an SM at
-//! w = 256 with 16-channel tiles (91.4 KB; with the default backward's 32-channel tiles at 16-bit w = 256, 143.5 KB
-//! and one CTA; both with the tile of (D)'s factors, kFactorTile). Gate-logits mode double-buffers its small x, gx, ga tiles. dy and the reset flags are double-buffered.
+//! w = 256 with 16-channel tiles (89.5 KB; with the default backward's 32-channel tiles at 16-bit w = 256, 138.8 KB
+//! and one CTA). Gate-logits mode double-buffers its small x, gx, ga tiles. dy and the reset flags are double-buffered.
 //! The chunked kernel (`OneChunk` true) holds one chunk: every region single, a slot for its ticket, and in fused
 //! mode the regions of phases that do not overlap in the same memory (ScanRegions). Its second arrangement
 //! (kGatesInWeights) is taken where it fits and lets more CTAs share an SM of sm_90: 16-bit w = 256 with 32-channel
@@ -386,7 +342,6 @@ struct ScanTiles {
   float* partials;
   float* grad_stage;  //!< (E), Layout::kDxInScan: the staged dgx tile, then dga's
   float* sums;        //!< (E): the products' sums
-  float* factors;     //!< Layout::kFactorTile: (D)'s decay_sqrt_grad_factor of every token and channel
 
   static __device__ __forceinline__ ScanTiles carve(unsigned char* shared) {
     return {reinterpret_cast<Element*>(shared + Layout::kWeightOffset),
@@ -401,8 +356,7 @@ struct ScanTiles {
             reinterpret_cast<std::uint8_t*>(shared + Layout::kResetOffset),
             reinterpret_cast<float*>(shared + Layout::kPartialOffset),
             reinterpret_cast<float*>(shared + Layout::kGradStageOffset),
-            reinterpret_cast<float*>(shared + Layout::kSumOffset),
-            reinterpret_cast<float*>(shared + Layout::kFactorOffset)};
+            reinterpret_cast<float*>(shared + Layout::kSumOffset)};
   }
 };
 
@@ -638,16 +592,14 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
   // barrier is read by (D) (fused (D) reads the x, u, dh, a_bar and gate tiles; the copies in flight fill the input
   // stage and the other dy slot). The same copies and the same sums: the same bits. (The previous chunk is always a
   // whole one, so load_fused_chunk_by's zero fill never runs here; it is kept for a partial chunk's sake.)
-  // Where the layout holds the factor tile, the same threads also stage (D)'s factors during (C), from the a_bar tile
-  // and the kept activations that (B) wrote before the barrier behind it and nobody writes again before the next
-  // chunk's (P); (D) reads the factors after the barrier behind (C), and the next chunk writes them only after its
-  // top barrier, which every thread reaches after its (D).
-  using Idle = backward_detail::SequentialIdleWarps<Config>;
-  static_assert(Idle::kConcurrent == Thread::kConcurrent, "SequentialIdleWarps: ScanThread's roles");
-  constexpr int kIdle0 = Idle::kIdle0;
-  constexpr int kLoaders = Idle::kLoaders;
-  constexpr int kSum0 = Idle::kSum0;
-  constexpr bool kIdleWarps = Idle::kOn;
+  constexpr int kRecurrenceThreads = Thread::kConcurrent ? Config::kDhThreadOffset + kWT : kWT;
+  constexpr int kIdle0 = (kRecurrenceThreads + 31) / 32 * 32;
+  constexpr int kLoaders = Config::kThreads - kIdle0;
+  constexpr int kSum0 = Config::kThreads - kWT;
+  constexpr bool kIdleWarps = Config::kFused && !Layout::kDxInScan && !Layout::kPartialsInWeights &&
+                              Policy::kMode != ResetMode::kFlags && kLoaders > 0 &&
+                              kLoaders % (PairedForward::kInputCols / PairedForward::kVec) == 0 &&
+                              kLoaders % (kWT / PairedForward::kVec) == 0 && kSum0 >= kIdle0;
 
   for (int chunk = num_chunks - 1; chunk >= 0; --chunk) {
     const std::int64_t chunk_start = static_cast<std::int64_t>(chunk) * kC;
@@ -708,11 +660,6 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
     if (me.dh_thread)
       backward_detail::reverse_chunk<Config, kIdleWarps>(dy_tile, a_bar_tile, dh_tile, valid, me.dh_channel, dh_next,
                                                          a_bar_next);
-    if constexpr (Layout::kFactorTile) {
-      if (thread >= kIdle0)
-        backward_detail::stage_decay_sqrt_grad_factors<Config, kLoaders / Config::kThreadsPerRow>(
-            staged, me.log_a_coeff, (thread - kIdle0) / Config::kThreadsPerRow, valid, a_bar_tile, tiles.factors);
-    }
     if constexpr (kIdleWarps) {  // the next chunk's d a_param partial row, staged after its (D)
       if (chunk + 1 < num_chunks && thread >= kSum0)
         backward_detail::sum_da_param_shares<Config, kWT>(
@@ -735,10 +682,9 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
       // except under ResetFlags, where any row may be a reset and evaluate it all the same (the tile read saved
       // nothing there; bf16 w = 128 on sm_89 spilled 8 bytes with it).
       constexpr bool kABarTile = Policy::kMode != ResetMode::kFlags;
-      backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep, kABarTile, Layout::kFactorTile>(
+      backward_detail::chunk_gradients<Config, Thread::kRowsPerThread, Thread::kRowStep, kABarTile>(
           staged, me.log_a_coeff, me.row0, valid, u_tile, dh_tile, x_tile, rows,
-          (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares, a_bar_tile,
-          tiles.factors);
+          (begin + chunk_start - (Config::kFused ? p.row_offset : 0)) * W + col0, W, da_shares, a_bar_tile);
       if constexpr (kIdleWarps) {
         backward_detail::stage_da_param_shares<Config>(da_shares, me.row0, me.q, partials);
       } else {
