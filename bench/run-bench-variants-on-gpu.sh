@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# bench_rglru of several trees on one machine, interleaved, so that a merge round's A/B (main, a change, the change
+# with one patch taken out, ...) comes from one GPU in as few device calls as the machine allows. Each LABEL=TREE
+# names a tree inside the tree that travels (`.` for this one; others exported under .gpu/, e.g.
+# `git archive <commit> | tar -x -C .gpu/name --exclude=bench/results`); each is built into build-variants/LABEL
+# (`.` into build-gpu), all at once, each on its share of the cores. Then ROUNDS rounds, each running every label's
+# bench_rglru once, the order rotated a place each round (so that no label always runs first or last); a run starts
+# only while the call's budget holds about one and a half of the longest run so far. The runs' files stay in
+# build-gpu/bench-variants/ on the machine: a later call on the same warm machine (the device tool's $OUT is empty at
+# each call) builds nothing new, runs only the rounds still missing and returns every file again; call until
+# `variants.txt` says "done". A fresh machine starts from the builds.
+#
+#   bench/run-bench-variants-on-gpu.sh OUTDIR SECONDS ROUNDS LABEL=TREE [LABEL=TREE...]
+#       e.g. bench/run-bench-variants-on-gpu.sh $OUT/v 560 3 main=.gpu/old change=. without_0001=.gpu/no1
+#
+# Files: OUTDIR/variants.tgz (every run's bench_rglru_<label>_run<k>.json and .log, build logs, gpu.txt) beside
+# OUTDIR/variants.txt (one line a step) and OUTDIR/summary.md (bench/summarize_bench_variants.py over the runs so far:
+# the median of each label's run medians for every bf16 canonical row). The JSONs name their commit as the label
+# (HAWK_COMMIT), so a label should be a commit's short hash where the tree is one. Exit status 0 when every build and
+# run that happened passed.
+set -uo pipefail
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2, build_tree
+usage="bench/run-bench-variants-on-gpu.sh OUTDIR SECONDS ROUNDS LABEL=TREE [LABEL=TREE...]"
+# shellcheck disable=SC2154
+device_call_begin "$usage" "${1:-}" "${2:-540}" || exit 2
+rounds=${3:?usage: $usage}
+shift 3
+[ $# -ge 1 ] || { echo "usage: $usage" >&2; exit 2; }
+labels=()
+trees=()
+for pair in "$@"; do
+  case $pair in
+    *=*) labels+=("${pair%%=*}"); trees+=("${pair#*=}") ;;
+    *) echo "not LABEL=TREE: $pair" >&2; exit 2 ;;
+  esac
+done
+ensure_catch2 || exit 2
+returned=$out
+work="build-gpu/bench-variants"  # kept between calls on a warm machine
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+log="$work/variants.txt"
+echo "call at $(date -u +%FT%TZ), ${budget} s" >> "$log"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/gpu.txt" 2>&1
+status=0
+
+return_files() {
+  tar -czf "$returned/variants.tgz" -C "$work" . 2> /dev/null
+  cp "$log" "$returned/"
+  python3 "$(dirname "$0")/summarize_bench_variants.py" "$work" > "$returned/summary.md" 2>&1 || true
+  return 0
+}
+
+build_of() {  # the build folder of tree $1 labelled $2 (outside build-gpu, where gpu_binary without a folder looks)
+  if [ "$1" = . ]; then echo build-gpu; else echo "build-variants/$2"; fi
+}
+
+# The builds, all at once (ninja does nothing where a warm machine built before).
+jobs=$(( $(nproc) / ${#labels[@]} ))
+[ "$jobs" -ge 1 ] || jobs=1
+t=$(date +%s)
+pids=()
+for i in "${!labels[@]}"; do
+  build_tree "${trees[$i]}" "$(build_of "${trees[$i]}" "${labels[$i]}")" "$jobs" "$work/build_${labels[$i]}.log" \
+    bench_rglru &
+  pids+=($!)
+done
+for i in "${!labels[@]}"; do
+  if wait "${pids[$i]}"; then
+    echo "build ${labels[$i]} passed" | tee -a "$log"
+  else
+    echo "build ${labels[$i]} FAILED (build_${labels[$i]}.log)" | tee -a "$log"
+    status=1
+  fi
+done
+echo "builds $(( $(date +%s) - t )) s" | tee -a "$log"
+if [ "$status" -ne 0 ]; then
+  return_files
+  exit 1
+fi
+
+longest=0
+missing=0
+for (( r = 1; r <= rounds; ++r )); do
+  for (( j = 0; j < ${#labels[@]}; ++j )); do
+    i=$(( (j + r - 1) % ${#labels[@]} ))
+    label=${labels[$i]}
+    name="bench_rglru_${label}_run${r}"
+    [ -s "$work/$name.json" ] || [ -f "$work/$name.failed" ] && continue
+    if [ "$(left)" -lt $(( longest * 3 / 2 + 10 )) ]; then
+      missing=$(( missing + 1 ))
+      continue
+    fi
+    if [ "${trees[$i]}" = . ]; then binary=$(gpu_binary bench_rglru); else
+      binary=$(gpu_binary bench_rglru "$(build_of "${trees[$i]}" "$label")"); fi
+    t=$(date +%s)
+    if HAWK_COMMIT=$label "$binary" "$work/$name.json.part" > "$work/$name.log" 2>&1; then
+      mv "$work/$name.json.part" "$work/$name.json"
+      echo "$name passed $(( $(date +%s) - t )) s" | tee -a "$log"
+    else
+      echo "$name FAILED $(( $(date +%s) - t )) s ($name.log)" | tee -a "$log"
+      touch "$work/$name.failed"  # not run again by a later call
+      status=1
+    fi
+    elapsed=$(( $(date +%s) - t ))
+    [ "$elapsed" -gt "$longest" ] && longest=$elapsed
+  done
+done
+if [ "$missing" -gt 0 ]; then
+  echo "call again, runs left: $missing ($(( $(date +%s) - t0 )) s this call)" | tee -a "$log"
+else
+  echo "done ($(( $(date +%s) - t0 )) s this call)" | tee -a "$log"
+fi
+return_files
+exit $status

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Medians of bench_rglru runs grouped by label, one table: what a merge round's A/B among trees needs.
+
+Each JSON file's label is the part of its name before `_run` (bench_rglru_<label>_run<k>.json, the names
+bench/run-bench-variants-on-gpu.sh writes; a name without `_run` is its own label). For every bf16 canonical row
+(fused and gate-logits) it prints the median over a label's runs of each run's median: forward+backward, the
+backward alone through each scan kernel, and the least-workspace forward+backward where the row has them.
+
+    bench/summarize_bench_variants.py DIR_OR_JSON...  [--restricted]
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+PHASES = (
+    ("forward_backward", "fwd+bwd"),
+    ("backward_sequential_scan", "bwd alone, sequential scan"),
+    ("backward_chunked_scan", "bwd alone, chunked scan"),
+    ("forward_backward_min_workspace", "fwd+bwd, least workspace"),
+)
+
+
+def label_of(path):
+    name = os.path.basename(path)
+    name = re.sub(r"\.json$", "", name)
+    name = re.sub(r"^bench_rglru_?", "", name) or "bench_rglru"
+    return re.sub(r"_run\d+$", "", name)
+
+
+def main(argv):
+    implementation = "hawk_restricted" if "--restricted" in argv else "hawk_canonical"
+    paths = []
+    for arg in (a for a in argv if not a.startswith("--")):
+        paths += sorted(glob.glob(os.path.join(arg, "bench_rglru*.json"))) if os.path.isdir(arg) else [arg]
+    table = {}  # (mode, shape, phase) -> label -> [us]
+    labels = []
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        if "rows" not in doc:
+            continue
+        label = label_of(path)
+        if label not in labels:
+            labels.append(label)
+        for row in doc["rows"]:
+            if row.get("implementation") != implementation or row.get("dtype") != "bf16":
+                continue
+            s = row["shape"]
+            shape = "(%d, %d, %d, %d)" % (s["batch"], s["length"], s["width"], s["heads"])
+            for key, name in PHASES:
+                if isinstance(row.get(key), dict) and "median_ms" in row[key]:
+                    cell = table.setdefault((row["mode"], shape, name), {})
+                    cell.setdefault(label, []).append(row[key]["median_ms"] * 1e3)
+    if not table:
+        print("no bench_rglru rows found", file=sys.stderr)
+        return 1
+    print("us, bf16, %s; the median over each label's runs of their medians (runs in brackets)" % implementation)
+    print("| mode, shape, what | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    for (mode, shape, name), cell in table.items():
+        values = []
+        for label in labels:
+            runs = cell.get(label, [])
+            values.append("%.1f [%d]" % (statistics.median(runs), len(runs)) if runs else "—")
+        print("| %s %s, %s | %s |" % (mode, shape, name, " | ".join(values)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
