@@ -31,6 +31,10 @@ def label_of(path):
 
 
 def main(argv):
+    unknown = [a for a in argv if a.startswith("--") and a != "--restricted"]
+    if unknown or not [a for a in argv if not a.startswith("--")]:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
     implementation = "hawk_restricted" if "--restricted" in argv else "hawk_canonical"
     paths = []
     for arg in (a for a in argv if not a.startswith("--")):

@@ -5,10 +5,11 @@
 // the physical placement of the workspace could decide whether the products find them in L2. This probe, at
 // (1, 8192, 2560, 10) and (1, 65536, 2560, 10) (bf16, fused, canonical), runs the default backward with its least
 // workspace (backward_min_workspace_size) at a sweep of byte offsets inside one large allocation, times each (CUDA
-// events, the median of 20 after 3 warm-up calls), checks that every gradient keeps the one-pass backward's bytes,
-// and times the one-pass backward at offset 0 before and after the sweep as the control. Two modes across offsets
-// within one process point at placement; one mode per process points elsewhere (clocks, the host, the process's
-// other buffers). Not a test of hawk's kernels.
+// events, the median of 20 after 3 warm-up calls), checks that every gradient keeps the one-pass backward's bytes
+// (the outputs poisoned before each offset's first call, which must write them all), and times the one-pass backward
+// at offset 0 before and after the sweep as the control. Two modes across offsets within one process point at
+// placement; one mode per process points elsewhere (clocks, the host, the process's other buffers). Not a test of
+// hawk's kernels.
 //
 //   build-gpu/bench/probes/least_workspace_placement_probe [OUT.txt]
 #include <cuda_runtime.h>
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../rglru/bench_rglru_support.cuh"
@@ -44,6 +46,21 @@ struct Gradients {
 template <class T>
 unsigned long long bytes_apart(const thrust::device_vector<T>& a, const thrust::device_vector<T>& b) {
   return differing_bytes(thrust::raw_pointer_cast(a.data()), thrust::raw_pointer_cast(b.data()), a.size() * sizeof(T));
+}
+
+//! Every output byte set to 0xFF (NaN in every dtype), so that an element the backward leaves unwritten differs.
+void poison(Gradients& g) {
+  auto fill = [](auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    PROBE_CUDA(cudaMemset(thrust::raw_pointer_cast(v.data()), 0xFF, v.size() * sizeof(T)));
+  };
+  fill(g.dx);
+  fill(g.dWx);
+  fill(g.dWa);
+  fill(g.dbx);
+  fill(g.dba);
+  fill(g.da_param);
+  fill(g.dh0);
 }
 
 unsigned long long bytes_apart(const Gradients& a, const Gradients& b) {
@@ -90,6 +107,11 @@ void probe(const Shape& s, std::int64_t offsets, std::size_t step_bytes, FILE* o
   const hawk::rglru::BackwardArguments args = args_for(g);
   const std::size_t one_pass = hawk::rglru::backward_workspace_size(ref_args);
   const std::size_t least = hawk::rglru::backward_min_workspace_size(ref_args);
+  if (least >= one_pass) {
+    std::fprintf(stderr, "the least workspace (%zu bytes) is not below the one pass's (%zu): no time slices\n", least,
+                 one_pass);
+    std::exit(2);
+  }
   const std::size_t span = std::max(one_pass, least + static_cast<std::size_t>(offsets) * step_bytes);
   thrust::device_vector<unsigned char> workspace(span);
   unsigned char* base = raw(workspace);
@@ -105,6 +127,7 @@ void probe(const Shape& s, std::int64_t offsets, std::size_t step_bytes, FILE* o
   std::vector<double> times;
   for (std::int64_t k = 0; k < offsets; ++k) {
     unsigned char* at = base + static_cast<std::size_t>(k) * step_bytes;
+    poison(g);  // the timed calls before left the one-pass bytes in g: each offset's first call must write them all
     check(hawk::rglru::backward(args, at, least, nullptr), "least-workspace backward");
     PROBE_CUDA(cudaDeviceSynchronize());
     const unsigned long long apart = bytes_apart(g, reference);
@@ -126,7 +149,10 @@ void probe(const Shape& s, std::int64_t offsets, std::size_t step_bytes, FILE* o
 
 int main(int argc, char** argv) {
   FILE* out = argc > 1 ? std::fopen(argv[1], "w") : stdout;
-  if (out == nullptr) return 2;
+  if (out == nullptr) {
+    std::fprintf(stderr, "cannot open %s\n", argv[1]);
+    return 2;
+  }
   cudaDeviceProp prop{};
   PROBE_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::fprintf(out, "%s, L2 %.1f MB\n", prop.name, prop.l2CacheSize / 1e6);
