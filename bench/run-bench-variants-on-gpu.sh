@@ -84,8 +84,8 @@ limit=$(( $(left) - 10 ))
 [ "$limit" -ge 1 ] || limit=1
 t=$(date +%s)
 pids=()
+export -f build_tree  # for timeout's bash -c
 for i in "${!labels[@]}"; do
-  export -f build_tree
   timeout "$limit" bash -c 'build_tree "$@"' _ "${trees[$i]}" "$(build_of "${trees[$i]}" "${labels[$i]}")" \
     "$jobs" "$work/build_${labels[$i]}.log" bench_rglru &
   pids+=($!)
