@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""One default RG-LRU backward call, launch by launch, from a trace of bench/probes/profile_rglru_backward.cu.
+
+The driver runs one forward, then backward calls queued back to back; every backward call ends with
+`ordered_sum_kernel`, so the trace splits into calls there. Printed (µs): the forward's kernels; the last complete
+backward call's operations in start order, each with its duration and the gap since the previous one ended (negative:
+it overlapped, as the programmatically dependent launches do); the median span of a call (first start to last end)
+and the median period between successive calls' ends (what a loop of calls pays per call).
+
+  summarize_backward_trace.py --nsys RUN_cuda_gpu_trace.csv [--title NAME]   (nsys stats -r cuda_gpu_trace -f csv)
+  summarize_backward_trace.py --ncu RUN.csv [--title NAME]                   (ncu --metrics gpu__time_duration.sum --csv)
+
+bench/trace-backward-kernels-on-gpu.sh runs it on the device.
+"""
+import argparse
+import csv
+import re
+import statistics
+import sys
+
+
+def short_name(name):
+    """`void hawk::rglru::backward_scan_kernel<...>(...)` -> `backward_scan_kernel`; memsets keep their label."""
+    if name.startswith("["):
+        return name.strip("[]").replace("CUDA ", "")
+    name = re.sub(r"^void\s+", "", name)
+    name = re.split(r"[<(]", name, maxsplit=1)[0]
+    return name.split("::")[-1]
+
+
+def column(header, prefix):
+    for i, h in enumerate(header):
+        if h.strip().startswith(prefix):
+            return i
+    raise SystemExit(f"no column starting with {prefix!r} in {header}")
+
+
+def read_nsys(path):
+    """[(start_ns, duration_ns, name)] in start order."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    header_at = next(i for i, r in enumerate(rows) if r and r[0].strip().startswith("Start"))
+    header = rows[header_at]
+    cs, cd, cn = column(header, "Start"), column(header, "Duration"), column(header, "Name")
+    ops = []
+    for r in rows[header_at + 1:]:
+        if len(r) <= max(cs, cd, cn) or not r[cs].strip():
+            continue
+        ops.append((float(r[cs]), float(r[cd]), short_name(r[cn])))
+    return sorted(ops)
+
+
+def read_ncu(path):
+    """[(None, duration_ns, name)] in launch order (ncu serialises kernels: no starts, no gaps)."""
+    scale = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+    with open(path, newline="") as f:
+        lines = [line for line in f if line.startswith('"')]
+    ops = []
+    for r in csv.DictReader(lines):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        value = float(r["Metric Value"].replace(",", ""))
+        ops.append((None, value * scale.get(r.get("Metric Unit", "nsecond"), 1.0), short_name(r["Kernel Name"])))
+    return ops
+
+
+def split_calls(ops):
+    """Groups of operations, each ending with an ordered_sum_kernel; the first holds the forward too."""
+    calls, current = [], []
+    for op in ops:
+        current.append(op)
+        if op[2] == "ordered_sum_kernel":
+            calls.append(current)
+            current = []
+    return calls
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--nsys")
+    g.add_argument("--ncu")
+    p.add_argument("--title", default="")
+    a = p.parse_args()
+    ops = read_nsys(a.nsys) if a.nsys else read_ncu(a.ncu)
+    calls = split_calls(ops)
+    print(f"== {a.title} ({'nsys' if a.nsys else 'ncu, clocks unlocked, kernels only'}; µs)")
+    if len(calls) < 2:
+        print(f"fewer than two backward calls in the trace ({len(ops)} operations)")
+        return 1
+    forward = [op for op in calls[0] if "forward" in op[2]]
+    for _, duration, name in forward:
+        print(f"  forward  {name:<44} {duration / 1e3:9.1f}")
+    last = calls[-1]
+    print(f"  the last of {len(calls)} backward calls:")
+    previous_end = None
+    for start, duration, name in last:
+        gap = "" if start is None or previous_end is None else f"{(start - previous_end) / 1e3:+9.1f}"
+        print(f"  backward {name:<44} {duration / 1e3:9.1f} {gap:>9}")
+        if start is not None:
+            previous_end = max(previous_end or 0.0, start + duration)
+    busy = sum(d for _, d, _ in last)
+    print(f"  backward: sum of durations {busy / 1e3:.1f}")
+    if a.nsys:
+        later = calls[1:]
+        spans = [max(s + d for s, d, _ in c) - c[0][0] for c in later]
+        ends = [max(s + d for s, d, _ in c) for c in calls]
+        periods = [e1 - e0 for e0, e1 in zip(ends[1:], ends[2:])] if len(ends) > 2 else []
+        print(f"  backward: span of a call (median of {len(spans)}) {statistics.median(spans) / 1e3:.1f}", end="")
+        if periods:
+            print(f"; period between calls (median of {len(periods)}) {statistics.median(periods) / 1e3:.1f}")
+        else:
+            print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
