@@ -421,26 +421,21 @@ namespace {
 //! end): the gradient rows and the partials the pointers name count from the launch's first token and segment, as
 //! a time slice's workspace holds them. Returns the outputs laid out as run_current's (rows and partials outside the
 //! launch stay poisoned).
-template <class Config>
+template <class Config, bool RoundOnce = true>
 std::vector<Bytes> run_fused(const ProductInputs<typename Config::Element>& in, std::int64_t first_token = 0,
                              std::int64_t end_token = -1) {
   using Element = typename Config::Element;
   using Layout = hawk::rglru::FusedProductLayout<Config>;
   if (end_token < 0) end_token = in.T;
   ProductOutputs<Element> out(in);
-  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config>;
+  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config, RoundOnce>;
   REQUIRE(hawk::KernelSharedMemory<Layout>::ensure(kernel, Layout::kSharedBytes).ok());
   const std::int64_t first_segment = first_token / Config::kWeightGradSegment;
   const std::int64_t end_segment = (end_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
   const std::int64_t row_offset = first_token * in.W;
-  const std::int64_t partial_offset = first_segment * in.H * in.w * in.w;
   hawk::rglru::BackwardWeightGradParams<Element> wg = weight_grad_params(in, out);
   wg.dgx += row_offset;
   wg.dga += row_offset;
-  wg.dWx_partial += partial_offset;
-  wg.dWa_partial += partial_offset;
-  wg.dbx_partial += first_segment * in.W;
-  wg.dba_partial += first_segment * in.W;
   wg.first_segment = first_segment;
   wg.first_row_token = first_token;
   wg.first_partial_segment = first_segment;
@@ -483,6 +478,11 @@ TEST_CASE("backward products: dW and dx fused in one kernel give the two kernels
   check_fused_same_bits<Bf16>(1024 + 200, 2, true);
   check_fused_same_bits<Fp16>(2 * 1024 + 333, 2, false);
   check_fused_same_bits<Fp16>(1024 + 200, 2, true);
+  {
+    INFO("every warp rounding what it reads (RoundOnce false)");
+    const ProductInputs<__nv_bfloat16> in(2 * 1024 + 333, 3, Bf16::kBlockWidth, true);
+    CHECK(run_fused<Bf16, false>(in) == run_current<Bf16>(in));
+  }
 
   SECTION("a time slice's launch: the middle segment of three, and the last, partial one") {
     const ProductInputs<__nv_bfloat16> in(2 * 1024 + 333, 2, Bf16::kBlockWidth, true);

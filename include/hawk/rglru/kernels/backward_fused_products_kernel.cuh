@@ -87,7 +87,11 @@ struct FusedProductLayout {
 //! dW / db partials of one time segment and dx of its tokens, for one block. Grid: FusedProductLayout::grid (block,
 //! segment from wg.first_segment); 512 threads; dynamic shared memory FusedProductLayout::kSharedBytes. `wg` and
 //! `dx` are what the two product kernels would be given for the same tokens (the operator builds both).
-template <class Config>
+//! `RoundOnce`: the bias threads, which read each staged gradient element in token order for db, write it back
+//! rounded to tf32 (behind a second barrier a step), so that the warps' fragment reads take it as it is; else every
+//! warp rounds what it reads (each element 12 times: by the 4 dW warps and the 8 dx warps that read it). The same
+//! rounding either way (to_tf32_operand), the same bits.
+template <class Config, bool RoundOnce = true>
 __global__ void __launch_bounds__(512, 1)
     backward_fused_products_kernel(const BackwardWeightGradParams<typename Config::Element> wg,
                                    const BackwardDxParams<typename Config::Element> dx) {
@@ -225,6 +229,7 @@ __global__ void __launch_bounds__(512, 1)
     cp_async_wait<kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
     __syncthreads();               // ... and every thread's; and every warp is done with the stage refilled below
     request_step(step + kStages - 1, refill_stage);
+    const int stage_read = stage;
     const Element* const inputs = input_tile(stage);
     const float* const dgx_tile = grad_tile(stage, 0);
     const float* const dga_tile = grad_tile(stage, 1);
@@ -233,13 +238,22 @@ __global__ void __launch_bounds__(512, 1)
     refill_stage = refill_stage + 1 == kStages ? 0 : refill_stage + 1;
 
     if (bias_thread) {
-      const float* column = (tid < kWidth ? dgx_tile : dga_tile) + (tid % kWidth);
+      float* column = (tid < kWidth ? grad_tile(stage_read, 0) : grad_tile(stage_read, 1)) + (tid % kWidth);
 #pragma unroll
       for (int r8 = 0; r8 < kStep; r8 += 8) {
 #pragma unroll
-        for (int r = 0; r < 8; ++r) bias_sum += column[(r8 + paired_token_row(r)) * Layout::kGradStride];
+        for (int r = 0; r < 8; ++r) {
+          float& element = column[(r8 + paired_token_row(r)) * Layout::kGradStride];
+          const float value = element;
+          bias_sum += value;
+          if constexpr (RoundOnce) {
+            const float one[1] = {value};
+            element = to_tf32_operand<1, false>(one).hi[0];
+          }
+        }
       }
     }
+    if constexpr (RoundOnce) __syncthreads();  // every element rounded before any warp reads it
 
     // dW: the step's tokens, k = 8 at a time (the weight-gradient kernel's loop, with its paired reads).
 #pragma unroll
@@ -258,7 +272,7 @@ __global__ void __launch_bounds__(512, 1)
         for (int matrix = 0; matrix < 2; ++matrix) {
           float values[2];
           read_b_paired_columns(matrix == 0 ? dgx_tile : dga_tile, Layout::kGradStride, wg_col0 + 8 * n, k, lane, values);
-          const Tf32Operand<1, 2> b = to_tf32_operand<1, false>(values);
+          const Tf32Operand<1, 2> b = to_tf32_operand<1, RoundOnce>(values);
 #pragma unroll
           for (int m = 0; m < Grid::kMBlocks; ++m) mma_k8<1>(acc[matrix][m][n], a[m], b);
         }
@@ -290,7 +304,7 @@ __global__ void __launch_bounds__(512, 1)
       for (int k = 0; k < kWidth; k += 8) {
         float values[4];
         read_a_paired_rows_ldmatrix(matrix == 0 ? dgx_tile : dga_tile, Layout::kGradStride, dx_row0, k, lane_index, values);
-        const Tf32Operand<1, 4> a = to_tf32_operand<1, false>(values);
+        const Tf32Operand<1, 4> a = to_tf32_operand<1, RoundOnce>(values);
         float b_values[Layout::kDxNBlocks][2];
         read_b_rows_interleaved<Element, Layout::kDxNBlocks>(weight, Layout::kWeightStride, dx_col0, k, lane_index,
                                                               b_values);
