@@ -263,10 +263,11 @@ bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, d
 
 //! dW and dx fused in one kernel (kernels/backward_fused_products_kernel.cuh; 16-bit w = 128): compared with the wmma
 //! kernels' bytes and timed against the pair ("wmma" = the wmma kernels' two times added).
-template <class Config, bool RoundOnce>
-bool probe_fused(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report) {
-  using Layout = hawk::rglru::FusedProductLayout<Config>;
-  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config, RoundOnce>;
+template <class Config, int Rows, bool RoundOnce>
+bool probe_fused(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report,
+                 const char* variant) {
+  using Layout = hawk::rglru::FusedProductLayout<Config, Rows>;
+  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config, Rows, RoundOnce>;
   PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Layout::kSharedBytes)));
   Outputs out(in);
@@ -278,7 +279,7 @@ bool probe_fused(const Inputs& in, const Outputs& reference, double wmma_dx_us, 
   PROBE_CUDA(cudaDeviceSynchronize());
   const unsigned long long diff =
       dx_differing_bytes(in, reference, out) + weight_grad_differing_bytes(in, reference, out);
-  report.row("dW and dx", RoundOnce ? "fused, rounded once" : "fused, rounded by warps", Config::kBlockWidth, wmma_dx_us + wmma_wg_us, median_us(fused), diff);
+  report.row("dW and dx", variant, Config::kBlockWidth, wmma_dx_us + wmma_wg_us, median_us(fused), diff);
   out.release();
   return diff == 0;
 }
@@ -429,8 +430,11 @@ bool probe_shape(const Shape& shape, Report& report) {
     same = probe_variant<Tiles<Config, 128, 128, 1, 128, 1, 32, 2, 512>>(
                in, reference, wmma_dx_us, wmma_wg_us, "512 thr: dx 128 x 128, dW 128 x 64 32 deep", report) &&
            same;
-    same = probe_fused<Config, false>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
-    same = probe_fused<Config, true>(in, reference, wmma_dx_us, wmma_wg_us, report) && same;
+    same = probe_fused<Config, 64, true>(in, reference, wmma_dx_us, wmma_wg_us, report, "fused, i halves") && same;
+    same = probe_fused<Config, 64, false>(in, reference, wmma_dx_us, wmma_wg_us, report,
+                                          "fused, i halves, warps round") &&
+           same;
+    same = probe_fused<Config, 128, true>(in, reference, wmma_dx_us, wmma_wg_us, report, "fused, whole block") && same;
   }
   if constexpr (BlockWidth == 64) {
     // w = 64's dx CTAs are short (a 128-deep reduction: four 32-deep steps behind a two-step prologue), and its

@@ -421,14 +421,14 @@ namespace {
 //! end): the gradient rows and the partials the pointers name count from the launch's first token and segment, as
 //! a time slice's workspace holds them. Returns the outputs laid out as run_current's (rows and partials outside the
 //! launch stay poisoned).
-template <class Config, bool RoundOnce = true>
+template <class Config, int Rows = 64, bool RoundOnce = true>
 std::vector<Bytes> run_fused(const ProductInputs<typename Config::Element>& in, std::int64_t first_token = 0,
                              std::int64_t end_token = -1) {
   using Element = typename Config::Element;
-  using Layout = hawk::rglru::FusedProductLayout<Config>;
+  using Layout = hawk::rglru::FusedProductLayout<Config, Rows>;
   if (end_token < 0) end_token = in.T;
   ProductOutputs<Element> out(in);
-  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config, RoundOnce>;
+  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config, Rows, RoundOnce>;
   REQUIRE(hawk::KernelSharedMemory<Layout>::ensure(kernel, Layout::kSharedBytes).ok());
   const std::int64_t first_segment = first_token / Config::kWeightGradSegment;
   const std::int64_t end_segment = (end_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
@@ -451,14 +451,14 @@ std::vector<Bytes> run_fused(const ProductInputs<typename Config::Element>& in, 
   return out.bytes();
 }
 
-template <class Config>
+template <class Config, int Rows = 64>
 void check_fused_same_bits(std::int64_t T, std::int64_t H, bool dead_tokens) {
   using Element = typename Config::Element;
-  INFO("fused products, element bytes " << sizeof(Element) << ", T = " << T << ", H = " << H
-                                        << (dead_tokens ? ", dead tokens" : ""));
+  INFO("fused products, " << Rows << " rows of i a CTA, element bytes " << sizeof(Element) << ", T = " << T
+                          << ", H = " << H << (dead_tokens ? ", dead tokens" : ""));
   const ProductInputs<Element> in(T, H, Config::kBlockWidth, dead_tokens);
   const std::vector<Bytes> current = run_current<Config>(in);
-  const std::vector<Bytes> fused = run_fused<Config>(in);
+  const std::vector<Bytes> fused = run_fused<Config, Rows>(in);
   for (std::size_t output = 0; output < current.size(); ++output) {
     INFO(kOutputNames[output]);
     CHECK(fused[output] == current[output]);
@@ -478,10 +478,14 @@ TEST_CASE("backward products: dW and dx fused in one kernel give the two kernels
   check_fused_same_bits<Bf16>(1024 + 200, 2, true);
   check_fused_same_bits<Fp16>(2 * 1024 + 333, 2, false);
   check_fused_same_bits<Fp16>(1024 + 200, 2, true);
+  check_fused_same_bits<Bf16, 128>(2 * 1024 + 333, 3, false);
+  check_fused_same_bits<Bf16, 128>(1024 + 200, 2, true);
   {
     INFO("every warp rounding what it reads (RoundOnce false)");
     const ProductInputs<__nv_bfloat16> in(2 * 1024 + 333, 3, Bf16::kBlockWidth, true);
-    CHECK(run_fused<Bf16, false>(in) == run_current<Bf16>(in));
+    const std::vector<Bytes> current = run_current<Bf16>(in);
+    CHECK(run_fused<Bf16, 64, false>(in) == current);
+    CHECK(run_fused<Bf16, 128, false>(in) == current);
   }
 
   SECTION("a time slice's launch: the middle segment of three, and the last, partial one") {

@@ -38,69 +38,81 @@
 namespace hawk {
 namespace rglru {
 
-//! The shared memory and warp tiling of `backward_fused_products_kernel`. Also the tag of its dynamic shared memory
-//! limit.
+//! The shared memory and warp tiling of `backward_fused_products_kernel` with `Rows` values of i a CTA. Also the tag
+//! of its dynamic shared memory limit.
 //!
-//! Resident: Wx and Wa of the block (w rows of w, Element, each 8-element piece interleaved). A ring of kStages
-//! stages, each one step of kStep tokens: x[t][0 .. w) (Element) and dgx[t][0 .. w), dga[t][...] (fp32), rows
-//! paired. Warps: for dW 4 along i x 4 along o (ProductWarpGrid<w, w, 512>: 32 x 32 of both matrices each); for dx
-//! 2 along the step's tokens x 8 along i (16 x 16 each).
-template <class Config>
+//! A CTA owns i in [i0, i0 + Rows) of one block for one segment: those rows of dWx, dWa (every o) and those channels
+//! of dx (every token of the segment). Resident: Wx and Wa rows i0 .. i0 + Rows (Element, each 8-element piece
+//! interleaved). A ring of kStages stages, each one step of kStep tokens: x[t][i0 .. i0 + Rows) (Element) and
+//! dgx[t][0 .. w), dga[t][...] (fp32, the whole block: dx's chain runs over every o), rows paired. Warps: for dW
+//! Rows / 32 along i x 4 along o (ProductWarpGrid<Rows, w, 4 Rows>: 32 x 32 of both matrices each); for dx 2 along
+//! the step's tokens x the rest along i (16 x 16 each).
+//! - Rows = 64 (shipped): 256 threads, two stages, 109 KiB: two CTAs an SM, the two halves of a (segment, block)
+//!   side by side in the grid, so that the second CTA's gradient rows come from L2.
+//! - Rows = 128: 512 threads, three stages, 192.5 KiB: one CTA an SM, each gradient row staged once a block.
+template <class Config, int Rows = 64>
 struct FusedProductLayout {
   using Element = typename Config::Element;
-  static constexpr int kThreads = 512;
   static constexpr int kWidth = Config::kBlockWidth;
+  static constexpr int kRows = Rows;
+  static constexpr int kRowTiles = kWidth / kRows;
+  static constexpr int kThreads = 4 * kRows;
+  static constexpr int kMinBlocks = kRows == 128 ? 1 : 2;
   static constexpr int kStep = 32;
-  static constexpr int kStages = 3;
-  using WeightGradGrid = ProductWarpGrid<kWidth, kWidth, kThreads>;
+  static constexpr int kStages = kRows == 128 ? 3 : 2;
+  using WeightGradGrid = ProductWarpGrid<kRows, kWidth, kThreads>;
   static constexpr int kDxWarpsM = kStep / 16;
   static constexpr int kDxWarpsN = kThreads / 32 / kDxWarpsM;
-  static constexpr int kDxWarpCols = kWidth / kDxWarpsN;
+  static constexpr int kDxWarpCols = kRows / kDxWarpsN;
   static constexpr int kDxNBlocks = kDxWarpCols / 8;
   // 16-bit rows padded by 8 elements, fp32 rows by 4 floats: 4 (mod 32) words each, what ldmatrix (x's pairs, the
   // weights' interleaved rows, dg's rows) and read_b_paired_columns need to be conflict-free.
-  static constexpr int kInputStride = kWidth + 8;
+  static constexpr int kInputStride = kRows + 8;
   static constexpr int kGradStride = kWidth + 4;
   static constexpr int kWeightStride = kWidth + 8;
   static constexpr std::size_t kInputBytes = sizeof(Element) * kStep * kInputStride;
   static constexpr std::size_t kGradBytes = sizeof(float) * kStep * kGradStride;
   static constexpr std::size_t kStageBytes = kInputBytes + 2 * kGradBytes;
-  static constexpr std::size_t kWeightBytes = sizeof(Element) * kWidth * kWeightStride;
+  static constexpr std::size_t kWeightBytes = sizeof(Element) * kRows * kWeightStride;
   static constexpr std::size_t kRingOffset = 2 * kWeightBytes;
   static constexpr std::size_t kSharedBytes = kRingOffset + kStages * kStageBytes;
 
   static_assert(sizeof(Element) == 2, "FusedProductLayout: 16-bit elements (x and the weights read by ldmatrix)");
-  static_assert(kWidth == 128, "FusedProductLayout: w = 128 (the accumulators of a whole block under 128 registers)");
+  static_assert(kWidth == 128 && (kRows == 64 || kRows == 128),
+                "FusedProductLayout: w = 128 in halves or whole (dW's accumulators under 128 registers a thread)");
   static_assert(kDxNBlocks == 2 && WeightGradGrid::kMBlocks % 2 == 0, "FusedProductLayout: whole ldmatrix groups");
   static_assert(Config::kWeightGradSegment % kStep == 0, "FusedProductLayout: a segment of whole steps");
   static_assert(kInputBytes % 16 == 0 && kGradBytes % 16 == 0 && kWeightBytes % 16 == 0,
                 "FusedProductLayout: 16-byte aligned tiles (cp.async)");
 
-  //! CTAs of one call: (block, segment) for each of the call's segments.
+  //! CTAs of one call: (i tile, block) fastest, i tile first, for each of the call's segments.
   static dim3 grid(std::int64_t num_blocks, std::int64_t segments) {
-    return dim3(static_cast<unsigned int>(num_blocks), static_cast<unsigned int>(segments));
+    return dim3(static_cast<unsigned int>(num_blocks * kRowTiles), static_cast<unsigned int>(segments));
   }
 };
 
 #if defined(__CUDACC__)
 
-//! dW / db partials of one time segment and dx of its tokens, for one block. Grid: FusedProductLayout::grid (block,
-//! segment from wg.first_segment); 512 threads; dynamic shared memory FusedProductLayout::kSharedBytes. `wg` and
-//! `dx` are what the two product kernels would be given for the same tokens (the operator builds both).
-//! `RoundOnce`: the bias threads, which read each staged gradient element in token order for db, write it back
-//! rounded to tf32 (behind a second barrier a step), so that the warps' fragment reads take it as it is; else every
-//! warp rounds what it reads (each element 12 times: by the 4 dW warps and the 8 dx warps that read it). The same
-//! rounding either way (to_tf32_operand), the same bits.
-template <class Config, bool RoundOnce = true>
-__global__ void __launch_bounds__(512, 1)
+//! dW / db partials of one time segment and dx of its tokens, for Rows values of i of one block. Grid:
+//! FusedProductLayout<Config, Rows>::grid (i tile and block, segment from wg.first_segment); kThreads threads;
+//! dynamic shared memory kSharedBytes. `wg` and `dx` are what the two product kernels would be given for the same
+//! tokens (the operator builds both).
+//!
+//! `RoundOnce`: the threads that own a staged gradient column (one each) read its elements in token order, for db
+//! where the CTA's i tile is the first, and write them back rounded to tf32 (behind a second barrier a step), so that
+//! the warps' fragment reads take them as they are; else every warp rounds what it reads (each element by every warp
+//! that reads it). The same rounding either way (to_tf32_operand), the same bits.
+template <class Config, int Rows = 64, bool RoundOnce = true>
+__global__ void __launch_bounds__(FusedProductLayout<Config, Rows>::kThreads, FusedProductLayout<Config, Rows>::kMinBlocks)
     backward_fused_products_kernel(const BackwardWeightGradParams<typename Config::Element> wg,
                                    const BackwardDxParams<typename Config::Element> dx) {
   using Element = typename Config::Element;
-  using Layout = FusedProductLayout<Config>;
+  using Layout = FusedProductLayout<Config, Rows>;
   using Grid = typename Layout::WeightGradGrid;
   static_assert(Config::kFused && Config::kTf32Passes == 1 && !Config::kDxInScan,
                 "backward_fused_products_kernel: fused mode, one tf32 pass, dx not in the scan");
   constexpr int kWidth = Layout::kWidth;
+  constexpr int kRows = Layout::kRows;
   constexpr int kStep = Layout::kStep;
   constexpr int kStages = Layout::kStages;
   constexpr int kThreads = Layout::kThreads;
@@ -115,7 +127,9 @@ __global__ void __launch_bounds__(512, 1)
   const int lane_index = tid % 32;
   const MmaLane lane(lane_index);
   const int warp = tid / 32;
-  const std::int64_t block = blockIdx.x;
+  const int i_tile = static_cast<int>(blockIdx.x) % Layout::kRowTiles;
+  const std::int64_t block = blockIdx.x / Layout::kRowTiles;
+  const int i0 = i_tile * kRows;
   const std::int64_t segment = wg.first_segment + blockIdx.y;
   const std::int64_t W = wg.width;
   const std::int64_t block_col = block * kWidth;
@@ -125,7 +139,7 @@ __global__ void __launch_bounds__(512, 1)
                                  : wg.num_tokens;
   const int steps = static_cast<int>((t_end - t_begin + kStep - 1) / kStep);
 
-  Element* const weights = reinterpret_cast<Element*>(fused_shared);  // [matrix][i][o], pieces interleaved
+  Element* const weights = reinterpret_cast<Element*>(fused_shared);  // [matrix][i - i0][o], pieces interleaved
   auto input_tile = [&](int stage) {
     return reinterpret_cast<Element*>(fused_shared + Layout::kRingOffset + stage * Layout::kStageBytes);
   };
@@ -134,24 +148,30 @@ __global__ void __launch_bounds__(512, 1)
                                     Layout::kInputBytes + matrix * Layout::kGradBytes);
   };
 
-  // ---- the block's weights, once: 8-element pieces, interleaved in place once landed ----
+  // ---- the tile's weight rows, once: 8-element pieces, interleaved in place once landed ----
   constexpr int kWeightPiecesPerRow = kWidth / 8;
-  constexpr int kWeightPiecesPerThread = 2 * kWidth * kWeightPiecesPerRow / kThreads;
-  static_assert(2 * kWidth * kWeightPiecesPerRow % kThreads == 0, "fused products: whole weight pieces a thread");
+  constexpr int kWeightPieces = 2 * kRows * kWeightPiecesPerRow;
+  constexpr int kWeightPiecesPerThread = kWeightPieces / kThreads;
+  static_assert(kWeightPieces % kThreads == 0, "fused products: whole weight pieces a thread");
+  auto weight_piece = [&](int j) {  // piece j of this thread: (matrix * kRows + row) * stride + col, and its source
+    const int piece = tid + j * kThreads;
+    const int row = piece / kWeightPiecesPerRow;  // matrix * kRows + (i - i0)
+    const int col = piece % kWeightPiecesPerRow * 8;
+    return row * Layout::kWeightStride + col;
+  };
 #pragma unroll
   for (int j = 0; j < kWeightPiecesPerThread; ++j) {
     const int piece = tid + j * kThreads;
-    const int matrix = piece / (kWidth * kWeightPiecesPerRow);
-    const int row = piece / kWeightPiecesPerRow % kWidth;
+    const int row = piece / kWeightPiecesPerRow;
+    const int matrix = row / kRows;
     const int col = piece % kWeightPiecesPerRow * 8;
     const Element* source = (matrix == 0 ? dx.Wx : dx.Wa) + block * kWidth * kWidth;
-    stage_piece(weights + (matrix * kWidth + row) * Layout::kWeightStride + col, source,
-                static_cast<std::int64_t>(row) * kWidth + col, true);
+    stage_piece(weights + weight_piece(j), source, static_cast<std::int64_t>(i0 + row % kRows) * kWidth + col, true);
   }
   cp_async_commit();
 
-  // ---- what this thread stages each step: one piece of x, two of each gradient (rows worked out once) ----
-  constexpr int kInputPiecesPerRow = kWidth / 8;
+  // ---- what this thread stages each step: pieces of x (the tile's i) and of both gradients (every o) ----
+  constexpr int kInputPiecesPerRow = kRows / 8;
   constexpr int kGradPiecesPerRow = kWidth / 4;
   constexpr int kInputRowsPerPass = kThreads / kInputPiecesPerRow;
   constexpr int kGradRowsPerPass = kThreads / kGradPiecesPerRow;
@@ -166,7 +186,7 @@ __global__ void __launch_bounds__(512, 1)
   const int grad_col = tid % kGradPiecesPerRow * 4;
   const int input_shared = paired_token_row(input_row) * Layout::kInputStride + input_col;
   const int grad_shared = paired_token_row(grad_row) * Layout::kGradStride + grad_col;
-  const std::int64_t input_offset0 = (t_begin + input_row) * W + block_col + input_col;
+  const std::int64_t input_offset0 = (t_begin + input_row) * W + block_col + i0 + input_col;
   const std::int64_t grad_offset0 = (t_begin + grad_row - wg.first_row_token) * W + block_col + grad_col;
   auto row_staged = [&](int row, std::int64_t t0, int rows_left) {
     bool staged = row < rows_left;
@@ -203,22 +223,19 @@ __global__ void __launch_bounds__(512, 1)
   // The weights' group is the oldest: with kStages - 1 step groups behind it, this wait sees it landed.
   cp_async_wait<kStages - 1>();
 #pragma unroll
-  for (int j = 0; j < kWeightPiecesPerThread; ++j) {
-    const int piece = tid + j * kThreads;
-    const int matrix = piece / (kWidth * kWeightPiecesPerRow);
-    const int row = piece / kWeightPiecesPerRow % kWidth;
-    const int col = piece % kWeightPiecesPerRow * 8;
-    interleave_piece_halves(weights + (matrix * kWidth + row) * Layout::kWeightStride + col);
-  }  // visible to every warp after the loop's first barrier
+  for (int j = 0; j < kWeightPiecesPerThread; ++j) interleave_piece_halves(weights + weight_piece(j));
+  // (visible to every warp after the loop's first barrier)
 
-  // dW: warp (wm, wn) owns i in [32 wm, 32 wm + 32) x o in [32 wn, ...) of both matrices, for the whole segment.
+  // dW: warp (wm, wn) owns i in i0 + [32 wm, 32 wm + 32) x o in [32 wn, ...) of both matrices, the whole segment.
   const int wg_row0 = (warp / Grid::kWarpsN) * Grid::kWarpRows;
   const int wg_col0 = (warp % Grid::kWarpsN) * Grid::kWarpCols;
   float acc[2][Grid::kMBlocks][Grid::kNBlocks][4] = {};
-  // Bias partials: thread o (< w) sums dgx's column o, thread w + o dga's, token by token in time order.
-  const bool bias_thread = tid < 2 * kWidth;
+  // Column owners: thread o (< w) owns dgx's column o, thread w + o dga's. In the first i tile they also sum it for
+  // db (the bias partials), token by token in time order.
+  const bool column_owner = tid < 2 * kWidth;
+  const bool bias_thread = column_owner && i_tile == 0;
   float bias_sum = 0.0f;
-  // dx: warp (dm, dn) owns the step's tokens [16 dm, 16 dm + 16) x i in [16 dn, 16 dn + 16).
+  // dx: warp (dm, dn) owns the step's tokens [16 dm, 16 dm + 16) x i in i0 + [16 dn, 16 dn + 16).
   const int dx_row0 = (warp / Layout::kDxWarpsN) * 16;
   const int dx_col0 = (warp % Layout::kDxWarpsN) * Layout::kDxWarpCols;
 
@@ -229,23 +246,22 @@ __global__ void __launch_bounds__(512, 1)
     cp_async_wait<kStages - 2>();  // this step's tiles have landed (this thread's copies) ...
     __syncthreads();               // ... and every thread's; and every warp is done with the stage refilled below
     request_step(step + kStages - 1, refill_stage);
-    const int stage_read = stage;
     const Element* const inputs = input_tile(stage);
-    const float* const dgx_tile = grad_tile(stage, 0);
-    const float* const dga_tile = grad_tile(stage, 1);
+    float* const dgx_tile = grad_tile(stage, 0);
+    float* const dga_tile = grad_tile(stage, 1);
     const std::int64_t t0 = t_begin + static_cast<std::int64_t>(step) * kStep;
     stage = stage + 1 == kStages ? 0 : stage + 1;
     refill_stage = refill_stage + 1 == kStages ? 0 : refill_stage + 1;
 
-    if (bias_thread) {
-      float* column = (tid < kWidth ? grad_tile(stage_read, 0) : grad_tile(stage_read, 1)) + (tid % kWidth);
+    if (RoundOnce ? column_owner : bias_thread) {
+      float* const column = (tid < kWidth ? dgx_tile : dga_tile) + (tid % kWidth);
 #pragma unroll
       for (int r8 = 0; r8 < kStep; r8 += 8) {
 #pragma unroll
         for (int r = 0; r < 8; ++r) {
           float& element = column[(r8 + paired_token_row(r)) * Layout::kGradStride];
           const float value = element;
-          bias_sum += value;
+          if (bias_thread) bias_sum += value;
           if constexpr (RoundOnce) {
             const float one[1] = {value};
             element = to_tf32_operand<1, false>(one).hi[0];
@@ -271,7 +287,8 @@ __global__ void __launch_bounds__(512, 1)
 #pragma unroll
         for (int matrix = 0; matrix < 2; ++matrix) {
           float values[2];
-          read_b_paired_columns(matrix == 0 ? dgx_tile : dga_tile, Layout::kGradStride, wg_col0 + 8 * n, k, lane, values);
+          read_b_paired_columns(matrix == 0 ? dgx_tile : dga_tile, Layout::kGradStride, wg_col0 + 8 * n, k, lane,
+                                values);
           const Tf32Operand<1, 2> b = to_tf32_operand<1, RoundOnce>(values);
 #pragma unroll
           for (int m = 0; m < Grid::kMBlocks; ++m) mma_k8<1>(acc[matrix][m][n], a[m], b);
@@ -286,7 +303,7 @@ __global__ void __launch_bounds__(512, 1)
     for (int half = 0; half < 2; ++half) {
       const std::int64_t t = t0 + dx_row0 + 8 * half + lane.group;
       row_live[half] = t < t_end && t < dx.num_tokens && (dx.live_tokens == nullptr || dx.live_tokens[t] != 0);
-      const float* const direct_row = dx.dx_direct + (t - dx.first_token) * W + block_col;
+      const float* const direct_row = dx.dx_direct + (t - dx.first_token) * W + block_col + i0;
 #pragma unroll
       for (int n = 0; n < Layout::kDxNBlocks; ++n) {
         const int i = dx_col0 + 8 * n + 2 * lane.thread;
@@ -294,16 +311,16 @@ __global__ void __launch_bounds__(512, 1)
             row_live[half] ? *reinterpret_cast<const float2*>(direct_row + i) : make_float2(0.0f, 0.0f);
       }
     }
-
     // dx: the step's rows, o ascending over dgx·Wxᵀ, then over dga·Waᵀ (the dx kernel's chain).
     float dx_acc[Layout::kDxNBlocks][4] = {};
 #pragma unroll
     for (int matrix = 0; matrix < 2; ++matrix) {
-      const Element* const weight = weights + matrix * kWidth * Layout::kWeightStride;
+      const Element* const weight = weights + matrix * kRows * Layout::kWeightStride;
 #pragma unroll
       for (int k = 0; k < kWidth; k += 8) {
         float values[4];
-        read_a_paired_rows_ldmatrix(matrix == 0 ? dgx_tile : dga_tile, Layout::kGradStride, dx_row0, k, lane_index, values);
+        read_a_paired_rows_ldmatrix(matrix == 0 ? dgx_tile : dga_tile, Layout::kGradStride, dx_row0, k, lane_index,
+                                    values);
         const Tf32Operand<1, 4> a = to_tf32_operand<1, RoundOnce>(values);
         float b_values[Layout::kDxNBlocks][2];
         read_b_rows_interleaved<Element, Layout::kDxNBlocks>(weight, Layout::kWeightStride, dx_col0, k, lane_index,
@@ -321,7 +338,7 @@ __global__ void __launch_bounds__(512, 1)
       const std::int64_t t = t0 + dx_row0 + 8 * half + lane.group;
 #pragma unroll
       for (int n = 0; n < Layout::kDxNBlocks; ++n) {
-        const int i = dx_col0 + 8 * n + 2 * lane.thread;
+        const int i = i0 + dx_col0 + 8 * n + 2 * lane.thread;
         const float pair[2] = {direct[half][n].x + dx_acc[n][2 * half], direct[half][n].y + dx_acc[n][2 * half + 1]};
         store_vector<Element, 2>(dx.dx + t * W + block_col + i, pair);
       }
@@ -338,7 +355,7 @@ __global__ void __launch_bounds__(512, 1)
     for (int m = 0; m < Grid::kMBlocks; ++m) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int i = wg_row0 + 16 * m + 8 * half + lane.group;
+        const int i = i0 + wg_row0 + 16 * m + 8 * half + lane.group;
 #pragma unroll
         for (int n = 0; n < Grid::kNBlocks; ++n) {
           const int o = wg_col0 + 8 * n + 2 * lane.thread;
