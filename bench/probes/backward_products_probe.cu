@@ -7,7 +7,7 @@
 // the register allocator, reduction steps, tile widths; now the tiles shipped before 2026-12-03's sixteenth session
 // and 128 x 64 dW tiles in the depth not shipped), which must give the same bytes too, and times the shipped pair as
 // the operator launches it (dW, then dx behind it, one after the other and overlapped by programmatic dependent
-// launch). At w = 128, dW and dx fused in one kernel beside them.
+// launch).
 //
 //   backward_products_probe [out.json]     one JSON object per shape, kernel and variant; exit status 1 on any
 //                                          byte that differs
@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "hawk/rglru/dispatch.cuh"
-#include "hawk/rglru/kernels/backward_fused_products_kernel.cuh"
 #include "hawk/rglru/kernels/backward_projection_kernels.cuh"
 #include "previous_product_kernels.cuh"
 #include "probe_support.cuh"
@@ -261,29 +260,6 @@ bool probe_pair(const Inputs& in, const Outputs& reference, double wmma_dx_us, d
   return same;
 }
 
-//! dW and dx fused in one kernel (kernels/backward_fused_products_kernel.cuh; 16-bit w = 128): compared with the wmma
-//! kernels' bytes and timed against the pair ("wmma" = the wmma kernels' two times added).
-template <class Config, int Rows, bool RoundOnce>
-bool probe_fused(const Inputs& in, const Outputs& reference, double wmma_dx_us, double wmma_wg_us, Report& report,
-                 const char* variant) {
-  using Layout = hawk::rglru::FusedProductLayout<Config, Rows>;
-  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config, Rows, RoundOnce>;
-  PROBE_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(Layout::kSharedBytes)));
-  Outputs out(in);
-  auto fused = [&] {
-    kernel<<<Layout::grid(in.H, in.segments), Layout::kThreads, Layout::kSharedBytes>>>(wg_params(in, out),
-                                                                                        dx_params(in, out));
-  };
-  fused();
-  PROBE_CUDA(cudaDeviceSynchronize());
-  const unsigned long long diff =
-      dx_differing_bytes(in, reference, out) + weight_grad_differing_bytes(in, reference, out);
-  report.row("dW and dx", variant, Config::kBlockWidth, wmma_dx_us + wmma_wg_us, median_us(fused), diff);
-  out.release();
-  return diff == 0;
-}
-
 //! `--slice`: one time slice of the backward's least workspace (1024 tokens of one sequence, operators/backward.cuh),
 //! where the shipped tiles make short grids (w = 256: 80 dW and 160 dx CTAs on 132 SMs). Smaller tiles give a slice
 //! more CTAs with the same bits; each row is one slice's pair as the operator launches it (multiply by the slices:
@@ -430,11 +406,6 @@ bool probe_shape(const Shape& shape, Report& report) {
     same = probe_variant<Tiles<Config, 128, 128, 1, 128, 1, 32, 2, 512>>(
                in, reference, wmma_dx_us, wmma_wg_us, "512 thr: dx 128 x 128, dW 128 x 64 32 deep", report) &&
            same;
-    same = probe_fused<Config, 64, true>(in, reference, wmma_dx_us, wmma_wg_us, report, "fused, i halves") && same;
-    same = probe_fused<Config, 64, false>(in, reference, wmma_dx_us, wmma_wg_us, report,
-                                          "fused, i halves, warps round") &&
-           same;
-    same = probe_fused<Config, 128, true>(in, reference, wmma_dx_us, wmma_wg_us, report, "fused, whole block") && same;
   }
   if constexpr (BlockWidth == 64) {
     // w = 64's dx CTAs are short (a 128-deep reduction: four 32-deep steps behind a two-step prologue), and its

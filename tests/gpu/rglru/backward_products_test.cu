@@ -6,8 +6,7 @@
 // neither read nor written); with infinite inputs (NaN counts as NaN there); and dW tiles of 64 x 32. Outputs
 // start poisoned, so an element one kernel writes and the other does not fails the comparison. A negative control
 // shows the comparison can fail. dx's direct term staged in the ring's idle stages or read from global memory,
-// including slabs that wrap round the ring. dW and dx fused in one kernel (16-bit w = 128) against the two kernels,
-// whole and in a time slice's launch. (The products against the float64 reference: check_one in
+// including slabs that wrap round the ring. (The products against the float64 reference: check_one in
 // backward_support.cuh, through the whole backward.)
 #include <catch2/catch.hpp>
 
@@ -20,7 +19,6 @@
 #include <vector>
 
 #include "hawk/rglru/dispatch.cuh"
-#include "hawk/rglru/kernels/backward_fused_products_kernel.cuh"
 #include "hawk/rglru/kernels/backward_projection_kernels.cuh"
 #include "hawk_test/device_buffers.cuh"
 #include "previous_product_kernels.cuh"
@@ -412,135 +410,4 @@ TEST_CASE("backward products: the bytewise comparison fails when one gradient el
   CHECK(after[1] != before[1]);  // dWx partials
   CHECK(after[3] != before[3]);  // dbx partials
   CHECK(after[2] == before[2]);  // dWa partials: dga untouched
-}
-
-namespace {
-
-//! dW and dx fused in one kernel (kernels/backward_fused_products_kernel.cuh, 16-bit w = 128, one tf32 pass),
-//! launched as operators/backward.cuh launches it for the tokens [first_token, end_token) (whole segments, or T's
-//! end): the gradient rows and the partials the pointers name count from the launch's first token and segment, as
-//! a time slice's workspace holds them. Returns the outputs laid out as run_current's (rows and partials outside the
-//! launch stay poisoned).
-template <class Config, int Rows = 64, bool RoundOnce = true>
-std::vector<Bytes> run_fused(const ProductInputs<typename Config::Element>& in, std::int64_t first_token = 0,
-                             std::int64_t end_token = -1) {
-  using Element = typename Config::Element;
-  using Layout = hawk::rglru::FusedProductLayout<Config, Rows>;
-  if (end_token < 0) end_token = in.T;
-  ProductOutputs<Element> out(in);
-  const auto kernel = hawk::rglru::backward_fused_products_kernel<Config, Rows, RoundOnce>;
-  REQUIRE(hawk::KernelSharedMemory<Layout>::ensure(kernel, Layout::kSharedBytes).ok());
-  const std::int64_t first_segment = first_token / Config::kWeightGradSegment;
-  const std::int64_t end_segment = (end_token + Config::kWeightGradSegment - 1) / Config::kWeightGradSegment;
-  const std::int64_t row_offset = first_token * in.W;
-  hawk::rglru::BackwardWeightGradParams<Element> wg = weight_grad_params(in, out);
-  wg.dgx += row_offset;
-  wg.dga += row_offset;
-  wg.first_segment = first_segment;
-  wg.first_row_token = first_token;
-  wg.first_partial_segment = first_segment;
-  hawk::rglru::BackwardDxParams<Element> dx = dx_params(in, out);
-  dx.dgx += row_offset;
-  dx.dga += row_offset;
-  dx.dx_direct += row_offset;
-  dx.first_token = first_token;
-  dx.num_tokens = end_token;
-  kernel<<<Layout::grid(in.H, end_segment - first_segment), Layout::kThreads, Layout::kSharedBytes>>>(wg, dx);
-  HAWK_TEST_CUDA(cudaGetLastError());
-  HAWK_TEST_CUDA(cudaDeviceSynchronize());
-  return out.bytes();
-}
-
-template <class Config, int Rows = 64>
-void check_fused_same_bits(std::int64_t T, std::int64_t H, bool dead_tokens) {
-  using Element = typename Config::Element;
-  INFO("fused products, " << Rows << " rows of i a CTA, element bytes " << sizeof(Element) << ", T = " << T
-                          << ", H = " << H << (dead_tokens ? ", dead tokens" : ""));
-  const ProductInputs<Element> in(T, H, Config::kBlockWidth, dead_tokens);
-  const std::vector<Bytes> current = run_current<Config>(in);
-  const std::vector<Bytes> fused = run_fused<Config, Rows>(in);
-  for (std::size_t output = 0; output < current.size(); ++output) {
-    INFO(kOutputNames[output]);
-    CHECK(fused[output] == current[output]);
-  }
-}
-
-}  // namespace
-
-TEST_CASE("backward products: dW and dx fused in one kernel give the two kernels' bits (16-bit w = 128)",
-          "[backward][products][fused_products]") {
-  using Bf16 = Shipped<__nv_bfloat16, 128>;
-  using Fp16 = Shipped<__half, 128>;
-  for (const std::int64_t T : {std::int64_t{1}, std::int64_t{2}, std::int64_t{77}, std::int64_t{1024},
-                               std::int64_t{2 * 1024 + 333}}) {
-    check_fused_same_bits<Bf16>(T, 3, false);
-  }
-  check_fused_same_bits<Bf16>(1024 + 200, 2, true);
-  check_fused_same_bits<Fp16>(2 * 1024 + 333, 2, false);
-  check_fused_same_bits<Fp16>(1024 + 200, 2, true);
-  check_fused_same_bits<Bf16, 128>(2 * 1024 + 333, 3, false);
-  check_fused_same_bits<Bf16, 128>(1024 + 200, 2, true);
-  {
-    INFO("every warp rounding what it reads (RoundOnce false)");
-    const ProductInputs<__nv_bfloat16> in(2 * 1024 + 333, 3, Bf16::kBlockWidth, true);
-    const std::vector<Bytes> current = run_current<Bf16>(in);
-    CHECK(run_fused<Bf16, 64, false>(in) == current);
-    CHECK(run_fused<Bf16, 128, false>(in) == current);
-  }
-
-  SECTION("a time slice's launch: the middle segment of three, and the last, partial one") {
-    const ProductInputs<__nv_bfloat16> in(2 * 1024 + 333, 2, Bf16::kBlockWidth, true);
-    const std::vector<Bytes> whole = run_current<Bf16>(in);
-    for (const std::int64_t first : {std::int64_t{1024}, std::int64_t{2048}}) {
-      const std::int64_t end = std::min<std::int64_t>(first + 1024, in.T);
-      INFO("slice [" << first << ", " << end << ")");
-      const std::vector<Bytes> slice = run_fused<Bf16>(in, first, end);
-      const std::size_t row = static_cast<std::size_t>(in.W) * sizeof(__nv_bfloat16);
-      const Bytes poisoned(row, 0xFF);
-      for (std::int64_t t = 0; t < in.T; ++t) {
-        const auto at = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(t) * row);
-        const bool inside = t >= first && t < end;
-        const Bytes got(slice[0].begin() + at, slice[0].begin() + at + static_cast<std::ptrdiff_t>(row));
-        const Bytes want(whole[0].begin() + at, whole[0].begin() + at + static_cast<std::ptrdiff_t>(row));
-        if (inside ? got != want : got != poisoned) FAIL("dx row " << t << (inside ? " differs" : " was written"));
-      }
-      // The launch's partials lie from its first segment's row (a slice's workspace holds only its own).
-      const std::size_t segment = static_cast<std::size_t>(first / 1024);
-      const std::size_t weights = static_cast<std::size_t>(in.H * in.w * in.w) * sizeof(float);
-      const std::size_t biases = static_cast<std::size_t>(in.W) * sizeof(float);
-      for (std::size_t output = 1; output < whole.size(); ++output) {
-        INFO(kOutputNames[output]);
-        const std::size_t size = output <= 2 ? weights : biases;
-        CHECK(std::equal(slice[output].begin(), slice[output].begin() + static_cast<std::ptrdiff_t>(size),
-                         whole[output].begin() + static_cast<std::ptrdiff_t>(segment * size)));
-        CHECK(std::all_of(slice[output].begin() + static_cast<std::ptrdiff_t>(size), slice[output].end(),
-                          [](unsigned char b) { return b == 0xFF; }));
-      }
-    }
-  }
-
-  SECTION("infinite inputs (NaN counts as NaN)") {
-    ProductInputs<__nv_bfloat16> in(300, 2, Bf16::kBlockWidth, false);
-    in.Wx[5] = hawk::from_float<__nv_bfloat16>(INFINITY);
-    in.Wa[in.w * in.w + 7] = hawk::from_float<__nv_bfloat16>(-INFINITY);
-    in.x[40 * in.W + 3] = hawk::from_float<__nv_bfloat16>(-INFINITY);
-    in.dga[200 * in.W + in.w + 9] = INFINITY;
-    const std::vector<Bytes> current = run_current<Bf16>(in);
-    const std::vector<Bytes> fused = run_fused<Bf16>(in);
-    for (std::size_t output = 0; output < current.size(); ++output) {
-      INFO(kOutputNames[output]);
-      CHECK(same_bits_up_to_nan(fused[output], current[output], output == 0 ? 2 : 4, true));
-    }
-  }
-
-  SECTION("negative control: one gradient element changed changes the fused kernel's dx, dWx and dbx") {
-    ProductInputs<__nv_bfloat16> in(200, 2, Bf16::kBlockWidth, false);
-    const std::vector<Bytes> before = run_fused<Bf16>(in);
-    in.dgx[5 * in.W + 3] = 1.0e5f;
-    const std::vector<Bytes> after = run_fused<Bf16>(in);
-    CHECK(after[0] != before[0]);
-    CHECK(after[1] != before[1]);
-    CHECK(after[3] != before[3]);
-    CHECK(after[2] == before[2]);
-  }
 }

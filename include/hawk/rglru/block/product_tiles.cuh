@@ -86,22 +86,6 @@ __device__ __forceinline__ void read_a_rows_ldmatrix(const float* tile, int stri
   for (int e = 0; e < 4; ++e) a[e] = __uint_as_float(words[e]);
 }
 
-//! As read_a_rows_ldmatrix, from a tile whose rows are a step's tokens stored paired (paired_token_row): each lane
-//! names the stored row of the token it supplies, so the fragment holds tokens m0 .. m0 + 15 in order. m0 is a
-//! multiple of 8, so a matrix's 8 tokens are one group of 8 rows in some order: with a stride of 4 (mod 32) words
-//! still on 8 different 16-byte bank groups, conflict-free. (The fused products read one staged gradient tile both
-//! as dW's B, by token pairs, and as dx's A, by these rows.)
-__device__ __forceinline__ void read_a_paired_rows_ldmatrix(const float* tile, int stride, int m0, int k0,
-                                                            int lane_index, float (&a)[4]) {
-  const int matrix = lane_index / 8;
-  const int token = m0 + (matrix & 1) * 8 + lane_index % 8;
-  const float* row = tile + paired_token_row(token) * stride + k0 + (matrix >> 1) * 4;
-  std::uint32_t words[4];
-  ldmatrix_x4(words, row);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) a[e] = __uint_as_float(words[e]);
-}
-
 //! Four fp32 values rounded to tf32 by to_tf32_operand itself (one pass), as the float4 a staged piece holds.
 __device__ __forceinline__ float4 rounded_to_tf32(const float (&values)[4]) {
   const Tf32Operand<1, 4> rounded = to_tf32_operand<1, false>(values);
