@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """One default RG-LRU backward call, launch by launch, from a trace of bench/probes/profile_rglru_backward.cu.
 
-The driver runs one forward, then backward calls queued back to back; every backward call ends with
-`ordered_sum_kernel`, so the trace splits into calls there. Printed (µs): the forward's kernels; the last complete
-backward call's operations in start order, each with its duration and the gap since the previous one ended (negative:
-it overlapped, as the programmatically dependent launches do); the median span of a call (first start to last end)
-and the median period between successive calls' ends (what a loop of calls pays per call).
+The driver runs one forward, then backward calls queued back to back, each with the one-pass workspace, so that
+every backward call ends with its one `ordered_sum_kernel` and the trace splits into calls there (a backward in time
+slices, which the driver never runs, launches one a slice and would be split into its slices). Printed (µs): the
+forward's kernels; the last complete backward call's operations in start order, each with its duration and the gap
+since the previous one ended (negative: it overlapped, as the programmatically dependent launches do); the median
+span of a call (first start to last end) and the median period between successive calls' ends (what a loop of calls
+pays per call). An ncu CSV has durations alone (kernels serialised: no starts, gaps or memsets); a time unit the table
+below does not know stops the script rather than be guessed.
 
   summarize_backward_trace.py --nsys RUN_cuda_gpu_trace.csv [--title NAME]   (nsys stats -r cuda_gpu_trace -f csv)
   summarize_backward_trace.py --ncu RUN.csv [--title NAME]                   (ncu --metrics gpu__time_duration.sum --csv)
@@ -52,7 +55,7 @@ def read_nsys(path):
 
 def read_ncu(path):
     """[(None, duration_ns, name)] in launch order (ncu serialises kernels: no starts, no gaps)."""
-    scale = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+    scale = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
     with open(path, newline="") as f:
         lines = [line for line in f if line.startswith('"')]
     ops = []
@@ -60,7 +63,10 @@ def read_ncu(path):
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
         value = float(r["Metric Value"].replace(",", ""))
-        ops.append((None, value * scale.get(r.get("Metric Unit", "nsecond"), 1.0), short_name(r["Kernel Name"])))
+        unit = r.get("Metric Unit", "")
+        if unit not in scale:  # never guess a time's unit
+            raise SystemExit(f"{path}: unknown unit {unit!r} for gpu__time_duration.sum")
+        ops.append((None, value * scale[unit], short_name(r["Kernel Name"])))
     return ops
 
 

@@ -5,7 +5,7 @@
 # without a synchronisation between them: the library's kernels as a caller gets them) under Nsight Systems' CUDA
 # trace, and bench/summarize_backward_trace.py reads the trace: the last complete backward call, op by op, and the
 # period between successive calls. Without nsys on the machine, Nsight Compute's per-kernel durations (clocks not
-# locked; no memsets, no gaps) stand in. Builds the driver in build-gpu when it is missing.
+# locked; no memsets, no gaps) stand in. Builds the driver in build-gpu at each call (ninja: only what changed).
 #
 #   bench/trace-backward-kernels-on-gpu.sh OUTDIR [SECONDS] [SHAPE:MODE ...]
 #       SHAPE: seed | long | batch | longest; MODE: fused | logits (default: the four shapes fused, seed and long logits)
@@ -25,12 +25,10 @@ work=$(mktemp -d)
 nsys_bin=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2> /dev/null | head -n 1)
 ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2> /dev/null | head -n 1)
 [ -n "$nsys_bin$ncu_bin" ] || { echo "neither nsys nor ncu on this machine" >&2; exit 2; }
+# Built every call (ninja rebuilds only what changed): a warm machine's build-gpu may hold another tree's driver.
+build_gpu "$work/build.log" profile_rglru_backward || { grep -E "error" -A3 "$work/build.log" | head -n 40; exit 1; }
 driver=$(gpu_binary profile_rglru_backward)
-if [ -z "$driver" ]; then
-  build_gpu "$work/build.log" profile_rglru_backward || { grep -E "error" -A3 "$work/build.log" | head -n 40; exit 1; }
-  driver=$(gpu_binary profile_rglru_backward)
-  echo "build $(( $(date +%s) - t0 )) s"
-fi
+echo "build $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/gpu.txt" 2>&1
 status=0
 : > "$out/summary.txt"
@@ -48,6 +46,7 @@ for run in "${runs[@]}"; do
         >> "$out/summary.txt" 2>&1 || { status=1; echo "$name: the trace failed ($name.log)" >> "$out/summary.txt"; }
   else
     timeout "$(( $(left) - 15 ))" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+      --print-units base \
       "$driver" "$shape" "$mode" 3 > "$work/$name.ncu.csv" 2> "$work/$name.log" &&
       python3 bench/summarize_backward_trace.py --ncu "$work/$name.ncu.csv" --title "$name" \
         >> "$out/summary.txt" 2>&1 || { status=1; echo "$name: ncu failed ($name.log)" >> "$out/summary.txt"; }
