@@ -11,6 +11,7 @@
 #   gpu_binary NAME [BUILD]                                            # the path of build-gpu's (BUILD's) executable
 #   compare_dumps DIR > REPORT || status=1                             # DIR/old_* against DIR/new_*, byte for byte
 #   sanitize_cases SUITE FILTER LOGS || status=1                       # needs device_call_begin's budget
+#   with_clock_log FILE COMMAND...                                     # COMMAND with the GPU's clocks logged to FILE
 
 device_call_begin() {
   local usage=$1
@@ -69,6 +70,28 @@ compare_dumps() {
     if cmp -s "$f" "$dir/new_$name"; then echo "same $name $(stat -c %s "$f") bytes"; else echo "DIFFER $name"; status=1; fi
   done
   return $status
+}
+
+# COMMAND... run with the GPU's SM clock, power and throttle reasons sampled into FILE every 100 ms (nvidia-smi in the
+# background; FILE left empty where the machine has no nvidia-smi), so that a benchmark's numbers come with the clocks
+# they ran at: an H100 looping the backward at (1, 65536, 2560, 10) sits at its 700 W cap, at about 1755 MHz instead
+# of 1980 (docs/PERFORMANCE_NOTES.md, thirty-seventh session). Returns COMMAND's exit status.
+with_clock_log() {
+  local file=$1 sampler= rc
+  shift
+  : > "$file"
+  if command -v nvidia-smi > /dev/null 2>&1; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+      --format=csv -lms 100 > "$file" 2>&1 &
+    sampler=$!
+  fi
+  "$@"
+  rc=$?
+  if [ -n "$sampler" ]; then
+    kill "$sampler" 2> /dev/null
+    wait "$sampler" 2> /dev/null
+  fi
+  return "$rc"
 }
 
 # compute-sanitizer's memcheck, racecheck, initcheck and synccheck over the Catch2 cases of SUITE that FILTER names

@@ -17,7 +17,8 @@
 #   bench/run-bench-variants-on-gpu.sh OUTDIR SECONDS ROUNDS LABEL=TREE [LABEL=TREE...]
 #       e.g. bench/run-bench-variants-on-gpu.sh $OUT/v 560 3 main=.gpu/old change=. without_0001=.gpu/no1
 #
-# Files: OUTDIR/variants.tgz (every run's bench_rglru_<label>_run<k>.json and .log, build logs, gpu.txt) beside
+# Files: OUTDIR/variants.tgz (every run's bench_rglru_<label>_run<k>.json, .log and .clocks.csv, the GPU's clocks
+# and power while it ran: with_clock_log; build logs, gpu.txt) beside
 # OUTDIR/variants.txt (one line a step) and OUTDIR/summary.md (bench/summarize_bench_variants.py over the runs so far:
 # the median of each label's run medians for every bf16 canonical row). The JSONs name their commit as the label
 # (HAWK_COMMIT), so a label should be a commit's short hash where the tree is one. Exit status 0 when every build and
@@ -25,7 +26,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)  # before device_call_begin moves to the root
 # shellcheck source=bench/device_call.sh
-source "$here/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2, build_tree, gpu_binary
+source "$here/device_call.sh"  # device_call_begin, left, ensure_catch2, build_tree, gpu_binary, with_clock_log
 usage="bench/run-bench-variants-on-gpu.sh OUTDIR SECONDS ROUNDS LABEL=TREE [LABEL=TREE...]"
 # shellcheck disable=SC2154
 device_call_begin "$usage" "${1:-}" "${2:-540}" || exit 2
@@ -120,7 +121,8 @@ for (( r = 1; r <= rounds; ++r )); do
     if [ "${trees[$i]}" = . ]; then binary=$(gpu_binary bench_rglru); else
       binary=$(gpu_binary bench_rglru "$(build_of "${trees[$i]}" "$label")"); fi
     t=$(date +%s)
-    HAWK_COMMIT=$label timeout "$(( $(left) - 5 ))" "$binary" "$work/$name.json.part" > "$work/$name.log" 2>&1
+    HAWK_COMMIT=$label with_clock_log "$work/$name.clocks.csv" \
+      timeout "$(( $(left) - 5 ))" "$binary" "$work/$name.json.part" > "$work/$name.log" 2>&1
     rc=$?
     elapsed=$(( $(date +%s) - t ))
     if [ "$rc" -eq 0 ]; then

@@ -23,7 +23,8 @@
 #
 # Files (all in OUTDIR/merge_round.tgz; merge_round.txt and same_bits.txt also beside it): merge_round.txt (one line
 # per step: passed / FAILED / skipped, seconds), build.log, same_bits.txt, <probe>.txt and .json, suite_first.txt,
-# suite_rest.txt, suite_<name>.txt (Catch2 with case durations), bench_rglru.json / .log, gpu.txt.
+# suite_rest.txt, suite_<name>.txt (Catch2 with case durations), bench_rglru.json / .log / _clocks.csv (the GPU's
+# clocks and power while it ran: with_clock_log), gpu.txt.
 # Catch2 comes from the Debian package carried in .gpu/ (GPU.md); the device copy's .git may be stale, so HAWK_COMMIT
 # names the commit in the benchmark's JSON. Exit status 0 when every step that ran passed.
 set -uo pipefail
@@ -91,7 +92,7 @@ if [ -n "$old_tree" ]; then
   case " $probes " in *" backward_scan_probe "*) ;; *) probes="backward_scan_probe $probes" ;; esac
 fi
 export out probes old_tree HAWK_OLD_BENCH
-export -f build_tree build_gpu gpu_binary compare_dumps  # for the steps' bash -c
+export -f build_tree build_gpu gpu_binary compare_dumps with_clock_log  # for the steps' bash -c
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 # The probes and the RG-LRU suite first: a call cut short in the second build still runs them on the next call. The
@@ -145,11 +146,12 @@ for other in hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual; do
   step "$other" 40 "\"$(gpu_binary $other)\" -d yes > \"\$out/suite_$other.txt\" 2>&1"
 done
 export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-step bench_rglru 200 "\"$(gpu_binary bench_rglru)\" \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
+step bench_rglru 200 "with_clock_log \"\$out/bench_rglru_clocks.csv\" \"$(gpu_binary bench_rglru)\" \
+  \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
 if [ -n "$old_tree" ] && [ "${HAWK_OLD_BENCH-}" = 1 ]; then
   old_bench=$(gpu_binary bench_rglru build-gpu/old-tree)
-  step bench_rglru_old 200 "HAWK_COMMIT=${HAWK_OLD_COMMIT:-old-tree} \"$old_bench\" \"\$out/bench_rglru_old.json\" \
-    > \"\$out/bench_rglru_old.log\" 2>&1"
+  step bench_rglru_old 200 "HAWK_COMMIT=${HAWK_OLD_COMMIT:-old-tree} with_clock_log \"\$out/bench_rglru_old_clocks.csv\" \
+    \"$old_bench\" \"\$out/bench_rglru_old.json\" > \"\$out/bench_rglru_old.log\" 2>&1"
 fi
 
 pending=""

@@ -4,7 +4,9 @@
 Each JSON file's label is the part of its name before `_run` (bench_rglru_<label>_run<k>.json, the names
 bench/run-bench-variants-on-gpu.sh writes; a name without `_run` is its own label). For every bf16 canonical row
 (fused and gate-logits) it prints the median over a label's runs of each run's median: forward+backward, the
-backward alone through each scan kernel, and the least-workspace forward+backward where the row has them.
+backward alone through each scan kernel, and the least-workspace forward+backward where the row has them. Where a
+run's GPU clocks were logged beside its JSON (<name>.clocks.csv, with_clock_log in bench/device_call.sh), a last row
+gives the median SM clock over each label's samples.
 
     bench/summarize_bench_variants.py DIR_OR_JSON...  [--restricted]
 """
@@ -30,6 +32,24 @@ def label_of(path):
     return re.sub(r"_run\d+$", "", name)
 
 
+def clock_samples(json_path):
+    """The SM clock samples (MHz) of the run whose JSON is json_path, from nvidia-smi's CSV beside it, if any."""
+    path = re.sub(r"\.json$", ".clocks.csv", json_path)
+    if not os.path.exists(path):
+        return []
+    samples = []
+    with open(path) as f:
+        header = f.readline().split(",")
+        column = next((i for i, h in enumerate(header) if h.strip().startswith("clocks.current.sm")), None)
+        if column is None:
+            return []
+        for line in f:
+            fields = line.split(",")
+            if len(fields) > column and fields[column].strip().endswith("MHz"):
+                samples.append(float(fields[column].split()[0]))
+    return samples
+
+
 def main(argv):
     unknown = [a for a in argv if a.startswith("--") and a != "--restricted"]
     if unknown or not [a for a in argv if not a.startswith("--")]:
@@ -41,6 +61,7 @@ def main(argv):
         paths += sorted(glob.glob(os.path.join(arg, "bench_rglru*.json"))) if os.path.isdir(arg) else [arg]
     table = {}  # (mode, shape, phase) -> label -> [us]
     labels = []
+    clocks = {}  # label -> [MHz]
     for path in paths:
         with open(path) as f:
             doc = json.load(f)
@@ -49,6 +70,7 @@ def main(argv):
         label = label_of(path)
         if label not in labels:
             labels.append(label)
+        clocks.setdefault(label, []).extend(clock_samples(path))
         for row in doc["rows"]:
             if row.get("implementation") != implementation or row.get("dtype") != "bf16":
                 continue
@@ -70,6 +92,10 @@ def main(argv):
             runs = cell.get(label, [])
             values.append("%.1f [%d]" % (statistics.median(runs), len(runs)) if runs else "—")
         print("| %s %s, %s | %s |" % (mode, shape, name, " | ".join(values)))
+    if any(clocks.values()):
+        values = ["%.0f [%d samples]" % (statistics.median(clocks[l]), len(clocks[l])) if clocks.get(l) else "—"
+                  for l in labels]
+        print("| SM clock during the runs, MHz (median) | %s |" % " | ".join(values))
     return 0
 
 
