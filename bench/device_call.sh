@@ -12,6 +12,7 @@
 #   compare_dumps DIR > REPORT || status=1                             # DIR/old_* against DIR/new_*, byte for byte
 #   sanitize_cases SUITE FILTER LOGS || status=1                       # needs device_call_begin's budget
 #   with_clock_log FILE COMMAND...                                     # COMMAND with the GPU's clocks logged to FILE
+#   nsight_tool ncu|nsys                                               # the tool's path, empty where there is none
 
 device_call_begin() {
   local usage=$1
@@ -70,6 +71,14 @@ compare_dumps() {
     if cmp -s "$f" "$dir/new_$name"; then echo "same $name $(stat -c %s "$f") bytes"; else echo "DIFFER $name"; status=1; fi
   done
   return $status
+}
+
+# The path of an Nsight tool (ncu or nsys): on PATH, else where the Nsight and CUDA installers put it; empty where the
+# machine has none.
+nsight_tool() {
+  command -v "$1" 2> /dev/null && return 0
+  ls /opt/nvidia/nsight-compute/*/"$1" /opt/nvidia/nsight-systems/*/bin/"$1" /usr/local/cuda/bin/"$1" 2> /dev/null |
+    head -n 1
 }
 
 # COMMAND... run with the GPU's SM clock, power and throttle reasons sampled into FILE every 100 ms (nvidia-smi in the

@@ -3,8 +3,8 @@
 # dispatch runs) at chosen shapes and modes, through bench/probes/profile_rglru_backward.cu (the library's kernels
 # as a caller gets them: the scan probe's carry a timeline hook that costs them registers), with where the kernel's
 # instructions and stall samples go phase by phase (bench/probes/sass_phases.py): the measurement that decides what
-# to cut next in a scan kernel (issue 17). Builds the driver in build-gpu when it is missing (a warm machine keeps
-# it). Catch2 comes from the Debian package carried in .gpu/ (GPU.md), for the configure step.
+# to cut next in a scan kernel (issue 17). Builds the driver in build-gpu at every call (incrementally: a warm
+# machine keeps its build). Catch2 comes from the Debian package carried in .gpu/ (GPU.md), for the configure step.
 #
 #   bench/profile-backward-scan-on-gpu.sh OUTDIR [SECONDS] [SHAPE:MODE ...]
 #       SHAPE: seed | long | batch | longest; MODE: fused | logits (default: seed:logits seed:fused long:fused
@@ -14,7 +14,7 @@
 # registers), <shape>-<mode>.phases.txt and <shape>-<mode>.sass.csv.gz (per SASS instruction: executions, samples).
 set -uo pipefail
 # shellcheck source=bench/device_call.sh
-source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2, build_gpu
+source "$(dirname "$0")/device_call.sh"  # device_call_begin, left, ensure_catch2, build_gpu, nsight_tool
 # shellcheck disable=SC2154
 device_call_begin "bench/profile-backward-scan-on-gpu.sh OUTDIR [SECONDS] [SHAPE:MODE ...]" "${1:-}" "${2:-540}" ||
   exit 2
@@ -23,14 +23,12 @@ runs=("$@")
 [ ${#runs[@]} -gt 0 ] || runs=(seed:logits seed:fused long:fused batch:fused)
 kernels=${HAWK_PROFILE_KERNEL:-backward_scan_kernel}
 ensure_catch2 || exit 2
-ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2> /dev/null | head -n 1)
+ncu_bin=$(nsight_tool ncu)
 [ -n "$ncu_bin" ] || { echo "no ncu on this machine" >&2; exit 2; }
+# Built every call (ninja rebuilds only what changed): a warm machine's build-gpu may hold another tree's driver.
+build_gpu "$out/build.log" profile_rglru_backward || { grep -E "error" -A3 "$out/build.log" | head -n 40; exit 1; }
 driver=$(gpu_binary profile_rglru_backward)
-if [ -z "$driver" ]; then
-  build_gpu "$out/build.log" profile_rglru_backward || { grep -E "error" -A3 "$out/build.log" | head -n 40; exit 1; }
-  driver=$(gpu_binary profile_rglru_backward)
-  echo "build $(( $(date +%s) - t0 )) s"
-fi
+echo "build $(( $(date +%s) - t0 )) s"
 status=0
 for run in "${runs[@]}"; do
   shape=${run%%:*}

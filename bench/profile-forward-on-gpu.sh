@@ -11,7 +11,9 @@ shift
 mkdir -p "$out"
 driver=build-gpu/bench/rglru/profile_rglru_forward
 [ -x "$driver" ] || { echo "no $driver: build first" >&2; exit 2; }
-ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+# shellcheck source=bench/device_call.sh
+source "$(dirname "$0")/device_call.sh"  # nsight_tool
+ncu_bin=$(nsight_tool ncu)
 [ -n "$ncu_bin" ] || { echo "no ncu on this machine" >&2; exit 2; }
 runs=("$@")
 [ ${#runs[@]} -gt 0 ] || runs=(seed:sequential seed:chunked long:sequential long:chunked)

@@ -13,7 +13,7 @@
 # Writes OUTDIR/traces.tgz (each run's CSV and log) and OUTDIR/summary.txt (every run's table).
 set -uo pipefail
 # shellcheck source=bench/device_call.sh
-source "$(dirname "$0")/device_call.sh"  # device_call_begin (out, budget, t0), left, ensure_catch2, build_gpu
+source "$(dirname "$0")/device_call.sh"  # device_call_begin, left, ensure_catch2, build_gpu, nsight_tool
 # shellcheck disable=SC2154
 device_call_begin "bench/trace-backward-kernels-on-gpu.sh OUTDIR [SECONDS] [SHAPE:MODE ...]" "${1:-}" "${2:-540}" ||
   exit 2
@@ -22,8 +22,8 @@ runs=("$@")
 [ ${#runs[@]} -gt 0 ] || runs=(seed:fused long:fused batch:fused longest:fused seed:logits long:logits)
 ensure_catch2 || exit 2
 work=$(mktemp -d)
-nsys_bin=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2> /dev/null | head -n 1)
-ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2> /dev/null | head -n 1)
+nsys_bin=$(nsight_tool nsys)
+ncu_bin=$(nsight_tool ncu)
 [ -n "$nsys_bin$ncu_bin" ] || { echo "neither nsys nor ncu on this machine" >&2; exit 2; }
 # Built every call (ninja rebuilds only what changed): a warm machine's build-gpu may hold another tree's driver.
 build_gpu "$work/build.log" profile_rglru_backward || { grep -E "error" -A3 "$work/build.log" | head -n 40; exit 1; }
