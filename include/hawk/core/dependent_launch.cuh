@@ -3,7 +3,8 @@
 //! Programmatic dependent launch (sm_90 and later): two kernels launched one after the other on a stream whose
 //! data do not depend on each other may overlap, the second kernel's CTAs taking the SMs that the first kernel's
 //! last, partial wave leaves idle. The RG-LRU backward runs its two product kernels this way (the weight-gradient
-//! kernel, then dx; both read only what the scan before them wrote), and the weight gradients behind the scan.
+//! kernel, then dx; both read only what the scan before them wrote), and, in one pass, the weight gradients behind the
+//! scan (a time slice launches them plainly: operators/backward.cuh, launch_products).
 //!
 //! The protocol, for a primary kernel P and a secondary kernel S launched right after it:
 //! - every CTA of P calls `allow_dependent_launch()` when it starts: S may then be scheduled once every CTA of P
@@ -18,7 +19,7 @@
 //!   whose writes S reads): S is then scheduled only after Q has ended, and Q's writes, made visible to P by its
 //!   wait, reach S through the release fence before P's trigger (the PTX ISA: a release fence before
 //!   griddepcontrol.launch_dependents synchronizes with the dependent grid's start). The RG-LRU backward chains
-//!   three grids so: the scan, the weight gradients (which wait for the scan at once), dx.
+//!   three grids so in one pass: the scan, the weight gradients (which wait for the scan at once), dx.
 //! On a device without the feature (before sm_90) the attribute is not set and both calls do nothing: the kernels
 //! run one after the other, as plain launches.
 //!

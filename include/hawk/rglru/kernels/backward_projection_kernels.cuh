@@ -509,8 +509,9 @@ __global__ void __launch_bounds__(Config::kProductThreads, Config::kWeightGradMi
   static_assert(kInputPieces % kThreads == 0 && kGradPieces % kThreads == 0, "dW: whole pieces per thread");
   extern __shared__ __align__(128) unsigned char weight_grad_shared[];
 
-  // Launched behind the scan (core/dependent_launch.cuh): the CTA may start as the scan's CTAs end, and waits for
-  // the whole scan before it reads anything (dgx, dga, the live tokens). Only then may the dx kernel launched behind
+  // Launched behind the scan in one pass (core/dependent_launch.cuh): the CTA may start as the scan's CTAs end, and
+  // waits for the whole scan before it reads anything (dgx, dga, the live tokens); a time slice's plain launch starts
+  // after the scan, and its wait returns at once. Only then may the dx kernel launched behind
   // this one take the SMs this grid's last wave leaves idle: dx reads nothing this kernel writes, but what the scan
   // writes and reads it without a wait (but in its last CTA), so every CTA here passes its wait, then a release
   // fence, before it lets dx be scheduled (then the scan has ended and its writes are visible to dx).

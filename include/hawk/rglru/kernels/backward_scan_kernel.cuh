@@ -531,8 +531,9 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::sequential_
   std::uint8_t* reset_stages = tiles.reset_flags;
   float* partials = tiles.partials;
 
-  // The weight-gradient kernel launched behind this one may take the slots this grid's CTAs free as they end; it
-  // waits for this grid before it reads what the scan writes (core/dependent_launch.cuh).
+  // The weight-gradient kernel launched behind this one (in one pass; a time slice launches it plainly) may take the
+  // slots this grid's CTAs free as they end; it waits for this grid before it reads what the scan writes
+  // (core/dependent_launch.cuh). Behind a plain launch the trigger does nothing.
   allow_dependent_launch();
   if (device_checks_failed(p.checks)) return;  // a bad index tensor: write nothing
 
@@ -771,7 +772,8 @@ __global__ void __launch_bounds__(Config::kThreads, backward_detail::chunked_sca
   const backward_detail::ScanTiles<Config, true> tiles = backward_detail::ScanTiles<Config, true>::carve(shared);
 
   const BackwardScanParams<Element>& p = cp.scan;
-  // As the sequential kernel: the weight gradients behind this grid may be scheduled once its last CTA has started.
+  // As the sequential kernel: the weight gradients behind this grid (in one pass) may be scheduled once its last CTA
+  // has started.
   allow_dependent_launch();
   // Bad index tensors: every CTA leaves before taking a ticket, so none waits for another.
   if (device_checks_failed(p.checks)) return;

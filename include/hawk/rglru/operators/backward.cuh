@@ -374,7 +374,8 @@ class Backward {
       }
       // (2) fused: the block-diagonal products (dW alone where the scans compute dx)
       if constexpr (Config::kFused)
-        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens, stream));
+        HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, 0, s.num_tokens,
+                                             /*weight_grads_behind_scan=*/true, stream));
     }
 
     OrderedSumJobs jobs;
@@ -459,7 +460,8 @@ class Backward {
       chunked.scan.row_offset = first_token;
       HAWK_RETURN_IF_ERROR(
           launch_chunked_scan(chunked, Chain::one_cta_per_ticket(chunked.tickets - chunked.first_ticket), stream));
-      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token, stream));
+      HAWK_RETURN_IF_ERROR(launch_products(args, ws, base, checks, live_tokens, first_token, end_token,
+                                           /*weight_grads_behind_scan=*/false, stream));
       // After dx, which ended after the weight gradients: the slice's segments onto dW, db (the last slice's from 0).
       OrderedSumJobs add;
       add.checks = checks;
@@ -479,9 +481,14 @@ class Backward {
   //! the device allows (core/dependent_launch.cuh): dx reads only what the scan wrote, and the dx grid ends after the
   //! weight-gradient grid. A kDxInScan configuration launches the weight gradients alone (its scans have written dx;
   //! its dx kernel is never instantiated).
+  //! `weight_grads_behind_scan` false launches the weight gradients after the scan as a plain launch: a time slice's
+  //! (80 CTAs a slice at (1, 8192, 2560, 10), less than a wave), with which behind the scan the slices ran 10-14 µs a
+  //! slice slower in 20 of 21 processes, likely from where their CTAs land in the slots the scan's last CTAs free
+  //! (bench_rglru's least-workspace rows, 2026-12-05/06: docs/PERFORMANCE_NOTES.md, thirty-seventh session).
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
-                                std::int64_t first_token, std::int64_t end_token, cudaStream_t stream) {
+                                std::int64_t first_token, std::int64_t end_token, bool weight_grads_behind_scan,
+                                cudaStream_t stream) {
     const ProblemShape& s = args.shape;
     const auto H = static_cast<unsigned int>(s.num_blocks);
     const float* dgx = reinterpret_cast<const float*>(base + ws.dgx);
@@ -508,10 +515,11 @@ class Backward {
     HAWK_RETURN_IF_ERROR(KernelSharedMemory<WeightGradLayout>::ensure(wg_kernel, WeightGradLayout::kSharedBytes));
     const dim3 wg_grid(WeightGradLayout::kColTiles, H * WeightGradLayout::kRowTiles,
                        static_cast<unsigned int>(end_segment - wg.first_segment));
-    // Behind the scan just launched, where the weight-gradient kernel's code has its griddepcontrol calls (it waits
-    // for the scan before it reads; without the wait it must not start early).
+    // Behind the scan just launched (one pass: weight_grads_behind_scan), where the weight-gradient kernel's code has
+    // its griddepcontrol calls (it waits for the scan before it reads; without the wait it must not start early).
     bool behind_scan = false;
     HAWK_RETURN_IF_ERROR(KernelDependentLaunch<WeightGradLayout>::supported(wg_kernel, behind_scan));
+    behind_scan = behind_scan && weight_grads_behind_scan;
     HAWK_RETURN_IF_CUDA_ERROR(launch_programmatic_dependent(wg_kernel, wg_grid, dim3(Config::kProductThreads),
                                                             WeightGradLayout::kSharedBytes, stream, behind_scan, wg));
     HAWK_RETURN_IF_ERROR(last_launch_status("hawk::rglru::backward_weight_grad_kernel"));
