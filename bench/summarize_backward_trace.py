@@ -12,6 +12,9 @@ below does not know stops the script rather than be guessed.
 
   summarize_backward_trace.py --nsys RUN_cuda_gpu_trace.csv [--title NAME]   (nsys stats -r cuda_gpu_trace -f csv)
   summarize_backward_trace.py --ncu RUN.csv [--title NAME]                   (ncu --metrics gpu__time_duration.sum --csv)
+  summarize_backward_trace.py --ncu RUN.csv --calls N [--title NAME]         (a driver run of N backward calls in time
+      slices, MODE fused_least: each kernel's launches and time per call, summed over its slices, and the share of
+      the call; a sliced call has one ordered_sum_kernel a slice, so the trace cannot be split into calls there)
 
 bench/trace-backward-kernels-on-gpu.sh runs it on the device.
 """
@@ -54,13 +57,14 @@ def read_nsys(path):
 
 
 def read_ncu(path):
-    """[(None, duration_ns, name)] in launch order (ncu serialises kernels: no starts, no gaps)."""
+    """[(None, duration_ns, name)] in launch order (ncu serialises kernels: no starts, no gaps), without the driver's
+    own buffer fills (Thrust's, through CUB): not hawk's, and one falls between the forward and the first backward."""
     scale = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
     with open(path, newline="") as f:
         lines = [line for line in f if line.startswith('"')]
     ops = []
     for r in csv.DictReader(lines):
-        if r.get("Metric Name") != "gpu__time_duration.sum":
+        if r.get("Metric Name") != "gpu__time_duration.sum" or "thrust::" in r["Kernel Name"]:
             continue
         value = float(r["Metric Value"].replace(",", ""))
         unit = r.get("Metric Unit", "")
@@ -81,14 +85,44 @@ def split_calls(ops):
     return calls
 
 
+def per_kernel(ops, calls):
+    """Every backward kernel's launches and summed duration per call, over the operations after the forward."""
+    first_backward = 1 + max(i for i, op in enumerate(ops) if "forward" in op[2])
+    totals, launches, order = {}, {}, []
+    for _, duration, name in ops[first_backward:]:
+        if name not in totals:
+            order.append(name)
+            totals[name], launches[name] = 0.0, 0
+        totals[name] += duration
+        launches[name] += 1
+    whole = sum(totals.values()) / calls
+    print(f"  backward, per call (the mean of {calls}; launches and summed durations):")
+    for name in order:
+        if launches[name] % calls:
+            raise SystemExit(f"{name}: {launches[name]} launches do not divide into {calls} calls")
+        share = totals[name] / calls / whole
+        print(f"  backward {name:<44} {launches[name] // calls:4d} x {totals[name] / calls / 1e3:9.1f} {share:6.1%}")
+    print(f"  backward: sum of durations {whole / 1e3:.1f}")
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--nsys")
     g.add_argument("--ncu")
     p.add_argument("--title", default="")
+    p.add_argument("--calls", type=int, default=0, help="backward calls in the run, for time slices (ncu only)")
     a = p.parse_args()
+    if a.calls and a.nsys:
+        p.error("--calls reads an ncu CSV")
     ops = read_nsys(a.nsys) if a.nsys else read_ncu(a.ncu)
+    if a.calls:
+        print(f"== {a.title} (ncu, clocks unlocked, kernels only; µs)")
+        for _, duration, name in ops:
+            if "forward" in name:
+                print(f"  forward  {name:<44} {duration / 1e3:9.1f}")
+        return per_kernel(ops, a.calls)
     calls = split_calls(ops)
     print(f"== {a.title} ({'nsys' if a.nsys else 'ncu, clocks unlocked, kernels only'}; µs)")
     if len(calls) < 2:

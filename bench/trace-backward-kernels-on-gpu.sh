@@ -8,7 +8,8 @@
 # locked; no memsets, no gaps) stand in. Builds the driver in build-gpu at each call (ninja: only what changed).
 #
 #   bench/trace-backward-kernels-on-gpu.sh OUTDIR [SECONDS] [SHAPE:MODE ...]
-#       SHAPE: seed | long | batch | longest; MODE: fused | logits (default: the four shapes fused, seed and long logits)
+#       SHAPE: seed | long | batch | longest; MODE: fused | logits | fused_least (the least workspace: time slices at
+#       long and longest); default: the four shapes fused, seed and long logits
 #
 # Writes OUTDIR/traces.tgz (each run's CSV and log) and OUTDIR/summary.txt (every run's table).
 set -uo pipefail
@@ -37,7 +38,16 @@ for run in "${runs[@]}"; do
   mode=${run#*:}
   name="$shape-$mode"
   if [ "$(left)" -lt 45 ]; then echo "$name skipped ($(left) s left)" | tee -a "$out/summary.txt"; continue; fi
-  if [ -n "$nsys_bin" ]; then
+  if [ "$mode" = fused_least ] && [ -z "$ncu_bin" ]; then
+    status=1; echo "$name: needs ncu (a sliced call's trace is not split into calls)" >> "$out/summary.txt"
+  elif [ "$mode" = fused_least ]; then
+    # Time slices: two calls, each kernel's launches and time summed per call (the summary cannot split sliced calls).
+    timeout "$(( $(left) - 15 ))" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+      --print-units base \
+      "$driver" "$shape" "$mode" 2 > "$work/$name.ncu.csv" 2> "$work/$name.log" &&
+      python3 bench/summarize_backward_trace.py --ncu "$work/$name.ncu.csv" --calls 2 --title "$name" \
+        >> "$out/summary.txt" 2>&1 || { status=1; echo "$name: ncu failed ($name.log)" >> "$out/summary.txt"; }
+  elif [ -n "$nsys_bin" ]; then
     # Six backward calls: the summary takes the last complete one and the period between the later ones.
     timeout "$(( $(left) - 15 ))" "$nsys_bin" profile -t cuda -s none --cpuctxsw none -f true -o "$work/$name" \
       "$driver" "$shape" "$mode" 6 > "$work/$name.log" 2>&1 &&

@@ -1,14 +1,15 @@
 // A driver for Nsight Compute, built with the probes (-DHAWK_BUILD_PROBES=ON): one forward and a few calls of the
-// default RG-LRU backward (hawk::rglru::backward with the workspace it asks for: the kernels a caller gets) at one
-// shape, so that `ncu` can profile a single launch of each backward kernel (bench/profile-backward-scan-on-gpu.sh
-// runs it). Unlike the scan probe (bench/probes/backward_scan_probe.cu), whose kernels carry its timeline hook
-// (registers of their own), this runs the library's kernels as built for every caller. Not a benchmark: it times
-// nothing.
+// default RG-LRU backward (hawk::rglru::backward with the workspace it asks for, or with its least: the kernels a
+// caller gets) at one shape, so that `ncu` can profile a single launch of each backward kernel
+// (bench/profile-backward-scan-on-gpu.sh and bench/trace-backward-kernels-on-gpu.sh run it). Unlike the scan probe
+// (bench/probes/backward_scan_probe.cu), whose kernels carry its timeline hook (registers of their own), this runs
+// the library's kernels as built for every caller. Not a benchmark: it times nothing.
 //
 //   profile_rglru_backward SHAPE MODE [CALLS]
 //     SHAPE: seed | long | batch | longest   ((4, 2048, 2048, 16), (1, 8192, 2560, 10), (16, 1024, 1024, 16),
 //            (1, 65536, 2560, 10)), bf16, a reset at each sequence start, no h0, no dh_final
-//     MODE:  fused | logits
+//     MODE:  fused | logits | fused_least (fused with backward_min_workspace_size: the time slices, where the shape
+//            takes them; the least-workspace rows of bench_rglru)
 //     CALLS: backward calls after the forward (default 3: ncu's --launch-skip picks one after the first)
 
 #include <cuda_runtime_api.h>
@@ -27,9 +28,10 @@ using namespace rglru_bench;
 
 int main(int argc, char** argv) {
   Shape s{};
-  const bool fused = argc > 2 && std::strcmp(argv[2], "fused") == 0;
+  const bool least_workspace = argc > 2 && std::strcmp(argv[2], "fused_least") == 0;
+  const bool fused = least_workspace || (argc > 2 && std::strcmp(argv[2], "fused") == 0);
   if (argc < 3 || !shape_named(argv[1], s) || (!fused && std::strcmp(argv[2], "logits") != 0)) {
-    std::fprintf(stderr, "usage: %s seed|long|batch|longest fused|logits [CALLS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s seed|long|batch|longest fused|logits|fused_least [CALLS]\n", argv[0]);
     return 2;
   }
   const int calls = argc > 3 ? std::atoi(argv[3]) : 3;
@@ -69,7 +71,9 @@ int main(int argc, char** argv) {
     a.dga = raw(dga);
   }
   a.da_param = raw(da_param);
-  thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(1, hawk::rglru::backward_workspace_size(a)));
+  const std::size_t workspace_bytes =
+      least_workspace ? hawk::rglru::backward_min_workspace_size(a) : hawk::rglru::backward_workspace_size(a);
+  thrust::device_vector<unsigned char> workspace(std::max<std::size_t>(1, workspace_bytes));
   for (int call = 0; call < calls; ++call) {
     status = hawk::rglru::backward(a, raw(workspace), workspace.size(), nullptr);
     if (!status.ok()) {
