@@ -22,6 +22,7 @@ PHASES = (
     ("backward_sequential_scan", "bwd alone, sequential scan"),
     ("backward_chunked_scan", "bwd alone, chunked scan"),
     ("forward_backward_min_workspace", "fwd+bwd, least workspace"),
+    ("forward_backward_half_workspace", "fwd+bwd, half workspace"),
 )
 
 

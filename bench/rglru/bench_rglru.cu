@@ -284,6 +284,16 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     least = time_ab([&](int rep) { step(rep, least_bytes); }, forward_backward, s.L * s.B > 100000 ? 2 : 10);
     if (failed) std::exit(1);
   }
+  // And with half the one-pass workspace: the longest slices that holds (backward_time_slice_tokens), AB/BA against
+  // the least workspace.
+  const std::size_t half_bytes = workspace_bytes / 2;
+  const std::int64_t half_slice_tokens = hawk::rglru::backward_time_slice_tokens(backward_args(0), half_bytes);
+  std::pair<Samples, Samples> half;
+  if (!least.first.rounds.empty() && half_bytes > least_bytes) {
+    half = time_ab([&](int rep) { step(rep, half_bytes); }, [&](int rep) { step(rep, least_bytes); },
+                   s.L * s.B > 100000 ? 2 : 10);
+    if (failed) std::exit(1);
+  }
 
   // Canonical rows: the backward alone through its two scan kernels, chunked against sequential (AB/BA; the same
   // bits, so only the time differs), through the configuration the default dispatch picks.
@@ -335,6 +345,11 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
     row << ", \"backward_min_workspace_bytes\": " << least_bytes
         << ", \"forward_backward_min_workspace\": " << samples_json(least.first)
         << ", \"forward_backward_against_min_workspace\": " << samples_json(least.second);
+  if (!half.first.rounds.empty())
+    row << ", \"backward_half_workspace_bytes\": " << half_bytes
+        << ", \"backward_half_workspace_slice_tokens\": " << half_slice_tokens
+        << ", \"forward_backward_half_workspace\": " << samples_json(half.first)
+        << ", \"forward_backward_min_workspace_against_half\": " << samples_json(half.second);
   if (canonical)
     row << ", \"backward_chunked_scan\": " << samples_json(scans.first)
         << ", \"backward_sequential_scan\": " << samples_json(scans.second);
@@ -349,6 +364,12 @@ std::string backward_row(const Shape& s, GateMode mode, ResetMode reset_mode, do
                   least_bytes / 1e6, static_cast<long long>(s.B), static_cast<long long>(s.L),
                   static_cast<long long>(s.W), static_cast<long long>(s.H));
     table.push_back({name, least.first.median() * 1e3, 0.0, 0.0, 0.0, true});
+  }
+  if (!half.first.rounds.empty()) {
+    std::snprintf(name, sizeof(name), "fwd+bwd fused, half workspace (%.1f MB, slices of %lld) (%lld,%lld,%lld,%lld)",
+                  half_bytes / 1e6, static_cast<long long>(half_slice_tokens), static_cast<long long>(s.B),
+                  static_cast<long long>(s.L), static_cast<long long>(s.W), static_cast<long long>(s.H));
+    table.push_back({name, half.first.median() * 1e3, 0.0, 0.0, 0.0, true});
   }
   if (canonical) {
     std::snprintf(name, sizeof(name), "bwd alone %s chunked scan (%lld,%lld,%lld,%lld)", fused ? "fused" : "logits",

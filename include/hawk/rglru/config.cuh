@@ -298,13 +298,14 @@ constexpr int default_tf32_passes() {
 constexpr int kWeightGradSegment = 1024;
 
 //! Fused mode, one long dense sequence through the chunked scan, given a workspace below the one-pass size (at least
-//! `min_workspace_size`): the backward runs in time slices of this many tokens, the last first (each slice's scan,
-//! then its products, then its dW / db segment added onto the outputs), so that the workspace holds one slice's
-//! fp32 row gradients and one segment's partials instead of every token's and every segment's
-//! (operators/backward.cuh): at (1, 8192, 2560, 10) 41 MB instead of 298. Shared by every configuration (the default
-//! dispatch sizes the workspace before it picks one) and a multiple of the dW segment; configurations whose time
-//! chunk divides it can slice (BackwardConfig::kTimeSlicesFitChunks), so that no chunk and no segment straddles two
-//! slices: the same bits as one pass.
+//! `min_workspace_size`): the backward runs in time slices of a multiple of this many tokens (the largest the
+//! workspace holds; this many at the least workspace), the last first (each slice's scan, then its products, then
+//! its dW / db segments added onto the outputs), so that the workspace holds one slice's fp32 row gradients and
+//! segment partials instead of every token's and every segment's (operators/backward.cuh): at (1, 8192, 2560, 10)
+//! 41 MB instead of 298 at the least. Shared by every configuration (the default dispatch sizes the workspace
+//! before it picks one) and a multiple of the dW segment; configurations whose time chunk divides it can slice
+//! (BackwardConfig::kTimeSlicesFitChunks), so that no chunk and no segment straddles two slices: the same bits as
+//! one pass.
 constexpr int kBackwardTimeSliceTokens = kWeightGradSegment;
 
 //! The backward configuration that matches the forward configuration `ForwardConfig_`.

@@ -74,7 +74,9 @@
 //! when padding is possible; plus a copy of dh_final when dh0 aliases it; plus, first, the device checks' word and
 //! claim table (DeviceCheckLayout) when they run. At (1, 8192, 2560, 10) fused: 298 MB, of which 252 MB the
 //! fp32 gate gradients. One long dense sequence in fused mode can run in time slices of 1024 tokens with as little
-//! as `backward_min_workspace_size(args)` (12·1024·W bytes of rows; 41 MB there), slower, with the same bits.
+//! as `backward_min_workspace_size(args)` (12·1024·W bytes of rows; 41 MB there), slower, with the same bits; a
+//! workspace between the two takes slices of the largest multiple of 1024 tokens it holds
+//! (`backward_time_slice_tokens(args, workspace_bytes)`).
 
 #include <cuda_runtime_api.h>
 
@@ -681,19 +683,31 @@ Status decode(const ForwardArguments& args, void* workspace, std::size_t workspa
 //! (A template only so that including this header instantiates no kernel until it is called.)
 template <class = void>
 std::size_t backward_workspace_size(const BackwardArguments& args) {
-  return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk, false).total;
+  return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk, 0).total;
 }
 
 //! The least workspace `backward(args, ...)` accepts: one time slice's rows where the shape can take slices (fused
 //! mode, one dense sequence longer than kBackwardTimeSliceTokens), else backward_workspace_size(args). A workspace
 //! from here up to (not including) backward_workspace_size(args) runs the backward in time slices: the same bits,
-//! less memory, more time (at (1, 8192, 2560, 10): 41 against 298 MB, bench/results/2026-12-04-h200-*).
+//! less memory, more time (at (1, 8192, 2560, 10): 41 against 298 MB, bench/results/2026-12-04-h200-*); the more
+//! of it, the longer the slices (backward_time_slice_tokens) and the less the extra time.
 template <class = void>
 std::size_t backward_min_workspace_size(const BackwardArguments& args) {
   // kAuto can slice wherever the shape can (the chunked scan runs wherever a shipped or compact configuration does).
   return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk,
-                                       backward_shape_takes_time_slices(args))
+                                       backward_shape_takes_time_slices(args) ? kBackwardTimeSliceTokens : 0)
       .total;
+}
+
+//! The tokens of each time slice `backward(args, workspace, workspace_bytes, ...)` runs in (the last slice holds
+//! what remains), or 0 where it runs in one pass (the shape takes no slices, or the workspace holds the one pass):
+//! the largest multiple of kBackwardTimeSliceTokens whose rows and partials `workspace_bytes` holds, at least
+//! kBackwardTimeSliceTokens (a workspace below backward_min_workspace_size(args) is refused by the call). Every
+//! length gives the same bits.
+template <class = void>
+std::int64_t backward_time_slice_tokens(const BackwardArguments& args, std::size_t workspace_bytes) {
+  if (!backward_shape_takes_time_slices(args) || workspace_bytes >= backward_workspace_size(args)) return 0;
+  return BackwardWorkspaceLayout::slice_tokens_within(args, kWeightGradSegment, kDefaultTimeChunk, workspace_bytes);
 }
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).

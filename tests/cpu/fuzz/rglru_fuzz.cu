@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fuzz.hpp"
@@ -225,6 +226,42 @@ std::size_t backward_workspace_floor(const hawk::rglru::BackwardArguments& a, bo
   return floor;
 }
 
+//! backward_time_slice_tokens at the least workspace `least`, between it and the one-pass workspace `bytes`, and at
+//! `bytes`: 0 where the shape takes no slices or the workspace holds the one pass; else a whole number of
+//! kBackwardTimeSliceTokens units shorter than T, the longest whose layout the workspace holds.
+void check_time_slice_tokens(const hawk::rglru::BackwardArguments& a, std::size_t least, std::size_t bytes,
+                             Findings& f) {
+  constexpr std::int64_t kUnit = hawk::rglru::kBackwardTimeSliceTokens;
+  auto layout_bytes = [&](std::int64_t tokens) {
+    return hawk::rglru::BackwardWorkspaceLayout::make(a, hawk::rglru::kWeightGradSegment,
+                                                      hawk::rglru::kDefaultTimeChunk, tokens)
+        .total;
+  };
+  const bool slices = hawk::rglru::backward_shape_takes_time_slices(a);
+  const std::size_t sizes[] = {least, least + (bytes - least) / 2, bytes > least ? bytes - 1 : least, bytes};
+  for (const std::size_t size : sizes) {
+    const std::int64_t tokens = hawk::rglru::backward_time_slice_tokens(a, size);
+    const std::string at = " at a workspace of " + std::to_string(size) + " bytes (least " + std::to_string(least) +
+                           ", one pass " + std::to_string(bytes) + ")";
+    if (!slices || size >= bytes) {
+      if (tokens != 0) f.add("backward_time_slice_tokens " + std::to_string(tokens) + at + ", not 0 (one pass)");
+      continue;
+    }
+    const std::int64_t T = a.shape.num_tokens;
+    if (tokens < kUnit || tokens % kUnit != 0 || tokens >= T) {
+      f.add("backward_time_slice_tokens " + std::to_string(tokens) + at + ": not a whole number of units below T");
+    } else if (layout_bytes(tokens) > size) {
+      f.add("backward_time_slice_tokens " + std::to_string(tokens) + at + ": its layout takes " +
+            std::to_string(layout_bytes(tokens)) + " bytes");
+    } else if (tokens + kUnit < T && layout_bytes(tokens + kUnit) <= size) {
+      f.add("backward_time_slice_tokens " + std::to_string(tokens) + at + ": " + std::to_string(tokens + kUnit) +
+            " tokens also fit");
+    }
+    if (size == least && tokens != kUnit)
+      f.add("backward_time_slice_tokens " + std::to_string(tokens) + at + ": the least workspace's slice is one unit");
+  }
+}
+
 //! The least workspace `least` against the one-pass workspace `bytes` and the documented floor (for arguments the
 //! host checks accept; refused ones may give any size, e.g. a saturated one for a huge num_tokens).
 void check_least_workspace(const hawk::rglru::BackwardArguments& a, std::size_t least, std::size_t bytes,
@@ -278,6 +315,13 @@ EntryPoint<BackwardCtx> backward_entry() {
       f.add("Backward::min_workspace_size " + std::to_string(Op::min_workspace_size(c.a)) +
             " differs from backward_min_workspace_size " +
             std::to_string(hawk::rglru::backward_min_workspace_size(c.a)));
+    if (host_passed(s) && dispatch_picks<Config>(c.a) && c.a.checkpoint_chunk == hawk::rglru::kDefaultTimeChunk) {
+      const std::size_t between = Op::min_workspace_size(c.a) + (bytes - Op::min_workspace_size(c.a)) / 2;
+      if (Op::time_slice_tokens(c.a, between) != hawk::rglru::backward_time_slice_tokens(c.a, between))
+        f.add("Backward::time_slice_tokens " + std::to_string(Op::time_slice_tokens(c.a, between)) +
+              " differs from backward_time_slice_tokens " +
+              std::to_string(hawk::rglru::backward_time_slice_tokens(c.a, between)));
+    }
     if (dispatch_picks<Config>(c.a) && c.a.checkpoint_chunk == hawk::rglru::kDefaultTimeChunk)
       f.expect_same_code("backward_can_implement", s, hawk::rglru::backward_can_implement(c.a));
     if (host_refused(s)) f.expect_same_code("Backward::run", s, Op::run(c.a, fake_workspace(), bytes, nullptr));
@@ -382,6 +426,7 @@ EntryPoint<BackwardCtx> dispatch_backward_entry() {
       f.add("backward_workspace_size " + std::to_string(bytes) + " is below the documented layout's " +
             std::to_string(backward_workspace_floor(c.a, false)) + " bytes");
     check_least_workspace(c.a, hawk::rglru::backward_min_workspace_size(c.a), bytes, s, f);
+    if (host_passed(s)) check_time_slice_tokens(c.a, hawk::rglru::backward_min_workspace_size(c.a), bytes, f);
     if (host_refused(s)) f.expect_same_code("backward", s, hawk::rglru::backward(c.a, fake_workspace(), bytes, nullptr));
     return s;
   };
@@ -875,6 +920,41 @@ TEST_CASE("rglru default dispatch", "[fuzz][rglru]") {
   check_report(run_entry(dispatch_forward_entry()));
   check_report(run_entry(dispatch_backward_entry()));
   fuzz_launching(dispatch_decode_entry());
+}
+
+// Random arguments seldom take time slices (one dense sequence longer than 1024 tokens in fused mode), so the slice
+// a workspace buys is also checked here at shapes that do, at every whole-unit layout size and one byte below it.
+TEST_CASE("rglru backward_time_slice_tokens: the longest whole-unit slice a workspace holds", "[fuzz][rglru]") {
+  constexpr std::int64_t kUnit = hr::kBackwardTimeSliceTokens;
+  const std::pair<std::int64_t, std::int64_t> widths[] = {{256, 2}, {1024, 16}, {2560, 10}};
+  for (const auto& [W, H] : widths) {
+    for (const std::int64_t T : {kUnit + 1, 2 * kUnit, 2 * kUnit + 1, 4 * kUnit + 300, 8 * kUnit, 64 * kUnit}) {
+      INFO("T = " << T << ", W = " << W << ", H = " << H);
+      hr::BackwardArguments a;
+      a.mode = hr::GateMode::kFused;
+      a.shape.num_sequences = 1;
+      a.shape.seq_len = a.shape.num_tokens = T;
+      a.shape.width = W;
+      a.shape.num_blocks = H;
+      REQUIRE(hr::backward_shape_takes_time_slices(a));
+      const std::size_t least = hr::backward_min_workspace_size(a), full = hr::backward_workspace_size(a);
+      Findings f;
+      check_time_slice_tokens(a, least, full, f);
+      for (const std::string& problem : f.problems) FAIL_CHECK(problem);
+      for (std::int64_t units = 1; units * kUnit < T; ++units) {
+        const std::size_t bytes =
+            hr::BackwardWorkspaceLayout::make(a, hr::kWeightGradSegment, hr::kDefaultTimeChunk, units * kUnit).total;
+        REQUIRE(bytes < full);
+        CHECK(hr::backward_time_slice_tokens(a, bytes) == units * kUnit);
+        if (units > 1) CHECK(hr::backward_time_slice_tokens(a, bytes - 1) == (units - 1) * kUnit);
+      }
+      CHECK(hr::backward_time_slice_tokens(a, full) == 0);
+      a.shape.num_sequences = 2;  // two sequences never slice
+      a.shape.seq_len = (T + 1) / 2;
+      a.shape.num_tokens = 2 * a.shape.seq_len;
+      CHECK(hr::backward_time_slice_tokens(a, least) == 0);
+    }
+  }
 }
 
 TEST_CASE("rglru::context_parallel", "[fuzz][rglru]") {

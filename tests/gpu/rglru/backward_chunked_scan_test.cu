@@ -9,6 +9,8 @@
 #include "backward_support.cuh"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -290,6 +292,53 @@ TEST_CASE("the default dispatch takes time slices with its least workspace (or a
   INFO(status.to_string());
   CHECK(status.to_string().find("min_workspace_size(args)") != std::string::npos);
   CHECK(refused.download().all_bytes() == before.all_bytes());
+}
+
+TEST_CASE("a workspace between the least and the one-pass size takes the longest time slices it holds (whole "
+          "1024-token units, the last slice the remainder) and gives the one-pass bits at every length",
+          "[rglru][backward][time_slices]") {
+  // 4 · 1024 + 300 tokens: slices of 1024 (five, the last of 300), 2048 (three), 3072 (two, the last of 1324: two dW
+  // segments, the second partial) and 4096 (two, the last of 300); every workspace size into fresh poisoned outputs.
+  constexpr std::int64_t kUnit = hawk::rglru::kBackwardTimeSliceTokens;
+  const rglru_test::Problem p = rglru_test::make_problem<E>(256, 2, {4 * kUnit + 300}, false, GateMode::kFused,
+                                                            hawk::rglru::ResetMode::kFlags, true);
+  const Upstream u = make_upstream<E>(p, true);
+  DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
+  REQUIRE(rglru_test::run_forward<void>(d.arguments(p), d.workspace).ok());
+  DeviceGradients<E> one_pass(p, u);
+  REQUIRE(run_backward<void>(one_pass.arguments(p, d), one_pass.workspace).ok());
+  const HostGradients reference = one_pass.download();
+  check_against_reference<E>(p, u, reference);
+  const hawk::rglru::BackwardArguments probe_args = one_pass.arguments(p, d);
+  const std::size_t full = hawk::rglru::backward_workspace_size(probe_args);
+  auto layout_bytes = [&](std::int64_t units) {  // the workspace that slices of `units` · 1024 tokens take
+    return hawk::rglru::BackwardWorkspaceLayout::make(probe_args, hawk::rglru::kWeightGradSegment,
+                                                      hawk::rglru::kDefaultTimeChunk, units * kUnit)
+        .total;
+  };
+  REQUIRE(layout_bytes(1) == hawk::rglru::backward_min_workspace_size(probe_args));
+  std::vector<std::pair<std::size_t, std::int64_t>> sizes;  // (workspace bytes, the slice it must take)
+  for (std::int64_t units = 1; units <= 4; ++units) {
+    REQUIRE(layout_bytes(units) < full);
+    if (units > 1) sizes.emplace_back(layout_bytes(units) - 1, (units - 1) * kUnit);
+    sizes.emplace_back(layout_bytes(units), units * kUnit);
+  }
+  sizes.emplace_back(full - 1, 4 * kUnit);  // 5 · 1024 would be longer than T: the longest slice is 4 units
+  for (const auto& [bytes, slice_tokens] : sizes) {
+    INFO("workspace " << bytes << " bytes, slices of " << slice_tokens);
+    DeviceGradients<E> g(p, u);
+    const hawk::rglru::BackwardArguments args = g.arguments(p, d);
+    CHECK(hawk::rglru::backward_time_slice_tokens(args, bytes) == slice_tokens);
+    g.workspace.resize(bytes);
+    REQUIRE(hawk::rglru::backward(args, hawk_test::raw(g.workspace), g.workspace.size(), nullptr).ok());
+    HAWK_TEST_CUDA(cudaDeviceSynchronize());
+    CHECK(g.download().all_bytes() == reference.all_bytes());
+  }
+  CHECK(hawk::rglru::backward_time_slice_tokens(probe_args, full) == 0);
+  // Negative control: the comparison sees one flipped bit of dWa.
+  HostGradients flipped = reference;
+  flipped.dWa_bytes[11] ^= 1;
+  CHECK_FALSE(flipped.all_bytes() == reference.all_bytes());
 }
 
 TEST_CASE("the fused backward's overlapped launches (scan, weight gradients, dx) read only what the scan wrote: a "

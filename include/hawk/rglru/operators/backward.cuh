@@ -41,8 +41,9 @@
 //!   BackwardConfig::kDxInScan, and are kept so that the size depends on the arguments alone), and the per-segment
 //!   partials of dWx, dWa (2·S·H·w²·4 bytes) and dbx, dba (2·S·W·4 bytes), Tr = T row tokens and S = ceil(T / 1024); in
 //!   time slices (takes_time_slices: one dense sequence longer than a slice, through the chunked scan, and a workspace
-//!   below workspace_size(args) and at least min_workspace_size(args)) Tr = kBackwardTimeSliceTokens and S = its
-//!   segments (dW and db are then summed slice by slice onto the outputs themselves); and T bytes of live-token flags
+//!   below workspace_size(args) and at least min_workspace_size(args)) Tr = the slice's tokens, the largest multiple
+//!   of kBackwardTimeSliceTokens whose layout the workspace holds (time_slice_tokens), and S = its segments (dW and db
+//!   are then summed slice by slice onto the outputs themselves); and T bytes of live-token flags
 //!   when a token can belong to no sequence the backward runs (`state_index` given, or packed with the device checks
 //!   off).
 //! Nothing of size T·W is kept from the forward besides its y (not even read here) and its checkpoints
@@ -128,11 +129,12 @@ struct BackwardWorkspaceLayout {
   std::size_t total = 0;
 
   //! The layout for `args`, a weight-gradient segment of `segment_tokens` tokens and chunks of `time_chunk` tokens,
-  //! in time slices of kBackwardTimeSliceTokens when `time_slices` (fused mode: one slice's rows and segments), else
-  //! every token's rows and every segment's partials. It holds what either scan kernel
-  //! needs, so that the kernel's choice never changes the size.
+  //! in time slices of `slice_tokens` tokens (whole segments) when it is not 0 (fused mode: one slice's rows and
+  //! segments), else every token's rows and every segment's partials. It holds what either scan kernel needs, so
+  //! that the kernel's choice never changes the size. The size grows with `slice_tokens`.
   static BackwardWorkspaceLayout make(const BackwardArguments& args, std::int64_t segment_tokens,
-                                      std::int64_t time_chunk, bool time_slices) {
+                                      std::int64_t time_chunk, std::int64_t slice_tokens) {
+    const bool time_slices = slice_tokens != 0;
     const ProblemShape& s = args.shape;
     // Meaningless (negative) sizes count as 0: can_implement rejects them; the size must stay finite.
     auto size = [](std::int64_t value) { return static_cast<std::size_t>(value > 0 ? value : 0); };
@@ -162,9 +164,9 @@ struct BackwardWorkspaceLayout {
     if (args.mode == GateMode::kFused) {
       l.segments = static_cast<std::int64_t>((T + static_cast<std::size_t>(segment_tokens) - 1) /
                                              static_cast<std::size_t>(segment_tokens));
-      l.partial_segments = time_slices ? kBackwardTimeSliceTokens / segment_tokens : l.segments;
+      l.partial_segments = time_slices ? slice_tokens / segment_tokens : l.segments;
       const auto S = static_cast<std::size_t>(l.partial_segments);
-      l.row_tokens = time_slices ? kBackwardTimeSliceTokens : static_cast<std::int64_t>(T);
+      l.row_tokens = time_slices ? slice_tokens : static_cast<std::int64_t>(T);
       const std::size_t R = size(l.row_tokens);
       l.dgx = take(R * W * sizeof(float));
       l.dga = take(R * W * sizeof(float));
@@ -180,6 +182,26 @@ struct BackwardWorkspaceLayout {
     }
     l.total = carver.bytes();
     return l;
+  }
+
+  //! The time slice a workspace of `workspace_bytes` runs `args` in (the shape takes slices, and the workspace is
+  //! below the one-pass size): the largest multiple of kBackwardTimeSliceTokens shorter than T whose layout it holds,
+  //! at least kBackwardTimeSliceTokens (a smaller workspace is then refused, against min_workspace_size). Fewer,
+  //! longer slices fill more of the GPU and sum fewer times onto dW, db (bench_rglru's partial-workspace rows); any
+  //! length gives the one-pass bits (whole chunks and whole dW segments, summed in the one pass's order).
+  static std::int64_t slice_tokens_within(const BackwardArguments& args, std::int64_t segment_tokens,
+                                          std::int64_t time_chunk, std::size_t workspace_bytes) {
+    constexpr std::int64_t kUnit = kBackwardTimeSliceTokens;
+    std::int64_t fits = 1, above = args.shape.num_tokens > kUnit ? (args.shape.num_tokens - 1) / kUnit + 1 : 2;
+    // Bisection over the slice's units (the size grows with the slice): `fits` holds (or is the least), `above` not.
+    while (above - fits > 1) {
+      const std::int64_t units = fits + (above - fits) / 2;
+      if (make(args, segment_tokens, time_chunk, units * kUnit).total <= workspace_bytes)
+        fits = units;
+      else
+        above = units;
+    }
+    return fits * kUnit;
   }
 };
 
@@ -280,7 +302,7 @@ class Backward {
     }
   }
 
-  //! Whether `run` can take the backward in time slices of Config::kTimeSliceTokens tokens, last first (after
+  //! Whether `run` can take the backward in time slices (multiples of Config::kTimeSliceTokens tokens), last first (after
   //! can_implement succeeded): fused mode, one dense sequence longer than a slice, the chunked scan allowed and its
   //! grid within limits. From the arguments alone (the workspace sizes must not depend on the device): the chunked
   //! scan's shared memory is below the sequential one's wherever both are shipped, and a device that held neither
@@ -298,25 +320,36 @@ class Backward {
   //! Whether `run` with `workspace_bytes` of workspace takes the time slices: where it can, and the workspace is
   //! below workspace_size(args) (the one-pass backward's, which is faster: bench/results/2026-12-04-h200-*).
   static bool takes_time_slices(const BackwardArguments& args, std::size_t workspace_bytes) {
-    return can_take_time_slices(args) && workspace_bytes < layout(args, false).total;
+    return can_take_time_slices(args) && workspace_bytes < layout(args, 0).total;
+  }
+
+  //! The tokens of each time slice `run` takes with `workspace_bytes` (the last slice holds what remains), or 0 for
+  //! the one pass: the largest multiple of Config::kTimeSliceTokens whose layout the workspace
+  //! holds (BackwardWorkspaceLayout::slice_tokens_within).
+  static std::int64_t time_slice_tokens(const BackwardArguments& args, std::size_t workspace_bytes) {
+    if (!takes_time_slices(args, workspace_bytes)) return 0;
+    return BackwardWorkspaceLayout::slice_tokens_within(args, Config::kWeightGradSegment, Config::kTimeChunk,
+                                                        workspace_bytes);
   }
 
   //! Bytes of workspace `run` needs for the one-pass backward (see the file comment for the layout).
-  static std::size_t workspace_size(const BackwardArguments& args) { return layout(args, false).total; }
+  static std::size_t workspace_size(const BackwardArguments& args) { return layout(args, 0).total; }
 
-  //! The least workspace `run` accepts: one time slice's where the backward can take slices (one dense sequence
-  //! longer than kTimeSliceTokens in fused mode), else workspace_size(args). Any size from here up to (not
-  //! including) workspace_size(args) runs in slices, with the same bits.
+  //! The least workspace `run` accepts: one time slice's of Config::kTimeSliceTokens where the backward can take
+  //! slices (one dense sequence longer than kTimeSliceTokens in fused mode), else workspace_size(args). Any size from
+  //! here up to (not including) workspace_size(args) runs in slices, as long as it holds (time_slice_tokens), with
+  //! the same bits.
   static std::size_t min_workspace_size(const BackwardArguments& args) {
-    return layout(args, can_take_time_slices(args)).total;
+    return layout(args, can_take_time_slices(args) ? Config::kTimeSliceTokens : 0).total;
   }
 
   //! Check on the host, launch the device checks (if asked) and the kernels. Never synchronises, unless
   //! shape.wait_for_device_checks asks for the device checks' verdict (core/device_checks.cuh).
   static Status run(const BackwardArguments& args, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
     HAWK_RETURN_IF_ERROR(can_implement(args));
-    const bool time_slices = takes_time_slices(args, workspace_bytes);
-    const BackwardWorkspaceLayout ws = layout(args, time_slices);
+    const std::int64_t slice_tokens = time_slice_tokens(args, workspace_bytes);
+    const bool time_slices = slice_tokens != 0;
+    const BackwardWorkspaceLayout ws = layout(args, slice_tokens);
     // Below the one-pass size, where the shape can slice, the least workspace is the bar the message names.
     HAWK_RETURN_IF_ERROR(check_workspace(
         workspace, workspace_bytes, ws.total, "hawk::rglru::Backward",
@@ -427,7 +460,8 @@ class Backward {
     return last_launch_status("hawk::rglru::chunked_backward_scan_kernel");
   }
 
-  //! The fused backward in time slices (takes_time_slices: one dense sequence), the last slice first: each slice's
+  //! The fused backward in time slices of ws.row_tokens tokens (takes_time_slices: one dense sequence; the last slice
+  //! holds what remains, and every slice starts on a dW segment's first token), the last slice first: each slice's
   //! chunked scan over its chunks' tickets (the ticket counter reset between slices, the carry words kept, so that
   //! the slice's last chunk finds the next slice's first chunk's carry published), its rows written from the
   //! workspace's first row (row_offset), then its products (launch_products over the slice's tokens and dW
@@ -442,7 +476,7 @@ class Backward {
     constexpr std::int64_t kC = Config::kTimeChunk;
     const ProblemShape& s = args.shape;
     const std::int64_t T = s.num_tokens;
-    const std::int64_t slice_tokens = Config::kTimeSliceTokens;
+    const std::int64_t slice_tokens = ws.row_tokens;
     const std::int64_t slices = (T + slice_tokens - 1) / slice_tokens;
     const std::int64_t tiles = scan.width_tiles;
     ChunkedBackwardScanParams<Element> chunked;
@@ -583,9 +617,9 @@ class Backward {
     }
   }
 
-  //! The workspace layout for `args`, in time slices or in one pass.
-  static BackwardWorkspaceLayout layout(const BackwardArguments& args, bool time_slices) {
-    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk, time_slices);
+  //! The workspace layout for `args`, in time slices of `slice_tokens` or (0) in one pass.
+  static BackwardWorkspaceLayout layout(const BackwardArguments& args, std::int64_t slice_tokens) {
+    return BackwardWorkspaceLayout::make(args, Config::kWeightGradSegment, Config::kTimeChunk, slice_tokens);
   }
 
   //! The scan kernel's parameters for `args` (after can_implement succeeded) and the call's device-check word
