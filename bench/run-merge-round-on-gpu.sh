@@ -18,6 +18,9 @@
 # machine, whatever GPU the call got.
 #
 #   [HAWK_OLD_TREE=.gpu/old] HAWK_COMMIT=abc1234 bench/run-merge-round-on-gpu.sh OUTDIR [SECONDS] [FIRST] [PROBES]
+#       HAWK_OTHER_SUITES: the suites run after the RG-LRU suite (default "hawk_gpu_rglru_sm90a hawk_gpu_core
+#       hawk_gpu_gate_residual"; "" for none, when device time is short and the change is the RG-LRU operators');
+#       HAWK_BENCH_EARLY=1: bench_rglru right after FIRST's cases, before the rest of the suite
 #       SECONDS: the call's budget (540); FIRST: a Catch2 spec run before the rest of the RG-LRU suite ("" for none);
 #       PROBES: probe targets to build and run first, space-separated (e.g. ordered_sum_probe; default none)
 #
@@ -91,7 +94,8 @@ if [ -n "$old_tree" ]; then
   [ -f "$old_tree/CMakeLists.txt" ] || { echo "HAWK_OLD_TREE=$old_tree: no CMakeLists.txt there" >&2; exit 2; }
   case " $probes " in *" backward_scan_probe "*) ;; *) probes="backward_scan_probe $probes" ;; esac
 fi
-export out probes old_tree HAWK_OLD_BENCH
+other_suites=${HAWK_OTHER_SUITES-hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual}
+export out probes old_tree HAWK_OLD_BENCH other_suites
 export -f build_tree build_gpu gpu_binary compare_dumps with_clock_log  # for the steps' bash -c
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
@@ -107,7 +111,7 @@ step build 120 ': > "$out/build.log"
     old_build=$!
   fi
   build_gpu "$out/build.log" $probes hawk_gpu_rglru &&
-  build_gpu "$out/build.log" hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual bench_rglru
+  build_gpu "$out/build.log" $other_suites bench_rglru
   new=$?
   if [ -n "$old_build" ] && ! wait "$old_build"; then echo "the old tree did not build (build_old.log)"; exit 1; fi
   exit $new'
@@ -134,20 +138,25 @@ for probe in $probes; do  # a probe fails on a difference of bytes, or prints DI
     ! grep -q DIFFER \"\$out/$probe.txt\""
 done
 
+export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+bench_step() {
+  step bench_rglru 200 "with_clock_log \"\$out/bench_rglru_clocks.csv\" \"$(gpu_binary bench_rglru)\" \
+    \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
+}
 suite=$(gpu_binary hawk_gpu_rglru)
 if [ -n "$first" ]; then
   step suite_first 60 "\"$suite\" -d yes '$first' > \"\$out/suite_first.txt\" 2>&1"
+  [ "${HAWK_BENCH_EARLY-}" = 1 ] && bench_step
   rest="~${first//,/\~}"  # every case outside the first spec's tags
   step suite_rest 150 "\"$suite\" -d yes '$rest' > \"\$out/suite_rest.txt\" 2>&1"
 else
+  [ "${HAWK_BENCH_EARLY-}" = 1 ] && bench_step
   step suite_rest 150 "\"$suite\" -d yes > \"\$out/suite_rest.txt\" 2>&1"
 fi
-for other in hawk_gpu_rglru_sm90a hawk_gpu_core hawk_gpu_gate_residual; do
-  step "$other" 40 "\"$(gpu_binary $other)\" -d yes > \"\$out/suite_$other.txt\" 2>&1"
+for other in $other_suites; do
+  step "$other" 40 "\"$(gpu_binary "$other")\" -d yes > \"\$out/suite_$other.txt\" 2>&1"
 done
-export HAWK_COMMIT=${HAWK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-step bench_rglru 200 "with_clock_log \"\$out/bench_rglru_clocks.csv\" \"$(gpu_binary bench_rglru)\" \
-  \"\$out/bench_rglru.json\" > \"\$out/bench_rglru.log\" 2>&1"
+[ "${HAWK_BENCH_EARLY-}" = 1 ] || bench_step
 if [ -n "$old_tree" ] && [ "${HAWK_OLD_BENCH-}" = 1 ]; then
   old_bench=$(gpu_binary bench_rglru build-gpu/old-tree)
   step bench_rglru_old 200 "HAWK_COMMIT=${HAWK_OLD_COMMIT:-old-tree} with_clock_log \"\$out/bench_rglru_old_clocks.csv\" \
