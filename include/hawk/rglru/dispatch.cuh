@@ -690,7 +690,7 @@ std::size_t backward_workspace_size(const BackwardArguments& args) {
 //! mode, one dense sequence longer than kBackwardTimeSliceTokens), else backward_workspace_size(args). A workspace
 //! from here up to (not including) backward_workspace_size(args) runs the backward in time slices: the same bits,
 //! less memory, more time (at (1, 8192, 2560, 10): 41 against 298 MB, bench/results/2026-12-04-h200-*); the more
-//! of it, the longer the slices (backward_time_slice_tokens) and the less the extra time.
+//! of it, the longer and fewer the slices (backward_time_slice_tokens; bench_rglru's half-workspace rows time them).
 template <class = void>
 std::size_t backward_min_workspace_size(const BackwardArguments& args) {
   // kAuto can slice wherever the shape can (the chunked scan runs wherever a shipped or compact configuration does).
@@ -703,7 +703,7 @@ std::size_t backward_min_workspace_size(const BackwardArguments& args) {
 //! what remains), or 0 where it runs in one pass (the shape takes no slices, or the workspace holds the one pass):
 //! the largest multiple of kBackwardTimeSliceTokens whose rows and partials `workspace_bytes` holds, at least
 //! kBackwardTimeSliceTokens (a workspace below backward_min_workspace_size(args) is refused by the call). Every
-//! length gives the same bits.
+//! length gives the same bits. From the shape alone: it holds for arguments the call accepts (backward_can_implement).
 template <class = void>
 std::int64_t backward_time_slice_tokens(const BackwardArguments& args, std::size_t workspace_bytes) {
   if (!backward_shape_takes_time_slices(args) || workspace_bytes >= backward_workspace_size(args)) return 0;

@@ -330,9 +330,19 @@ TEST_CASE("a workspace between the least and the one-pass size takes the longest
     const hawk::rglru::BackwardArguments args = g.arguments(p, d);
     CHECK(hawk::rglru::backward_time_slice_tokens(args, bytes) == slice_tokens);
     g.workspace.resize(bytes);
+    HAWK_TEST_CUDA(cudaMemset(hawk_test::raw(g.workspace), 0xFF, bytes));
     REQUIRE(hawk::rglru::backward(args, hawk_test::raw(g.workspace), g.workspace.size(), nullptr).ok());
     HAWK_TEST_CUDA(cudaDeviceSynchronize());
     CHECK(g.download().all_bytes() == reference.all_bytes());
+    // The call took slices of slice_tokens, not shorter ones (which give the same bits): the first slice, tokens
+    // [0, slice_tokens), wrote every one of its fp32 dgx rows over the workspace's 0xFF bytes.
+    const auto layout = hawk::rglru::BackwardWorkspaceLayout::make(args, hawk::rglru::kWeightGradSegment,
+                                                                   hawk::rglru::kDefaultTimeChunk, slice_tokens);
+    REQUIRE(layout.row_tokens == slice_tokens);
+    std::vector<std::uint32_t> dgx_rows(static_cast<std::size_t>(slice_tokens * p.width));
+    HAWK_TEST_CUDA(cudaMemcpy(dgx_rows.data(), hawk_test::raw(g.workspace) + layout.dgx,
+                              dgx_rows.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+    CHECK(std::count(dgx_rows.begin(), dgx_rows.end(), 0xFFFFFFFFu) == 0);
   }
   CHECK(hawk::rglru::backward_time_slice_tokens(probe_args, full) == 0);
   // Negative control: the comparison sees one flipped bit of dWa.

@@ -97,12 +97,13 @@ inline bool backward_needs_live_tokens(const BackwardArguments& args) {
          (args.state_index != nullptr || (args.shape.cu_seqlens != nullptr && !args.shape.validate_device_inputs));
 }
 
-//! Whether the shape can run the fused backward in time slices of kBackwardTimeSliceTokens (where the chunked scan
-//! can run, Backward::can_take_time_slices): fused mode, one dense sequence longer than a slice. From the arguments
-//! alone, so that the default dispatch sizes the workspace before it picks a configuration. The backward takes the
-//! slices only when the caller's workspace is below the one-pass size (Backward::takes_time_slices): a memory
-//! saving (one slice's rows instead of every token's) that costs time, since a slice's products fill less than a
-//! wave of the GPU.
+//! Whether the shape can run the fused backward in time slices of whole kBackwardTimeSliceTokens units (where the
+//! chunked scan can run, Backward::can_take_time_slices): fused mode, one dense sequence longer than one unit. From
+//! the arguments alone, so that the default dispatch sizes the workspace before it picks a configuration. The
+//! backward takes the slices only when the caller's workspace is below the one-pass size
+//! (Backward::takes_time_slices): a memory saving (one slice's rows instead of every token's) that costs time, since
+//! a short slice's products fill little of the GPU (at 1024 tokens, less than a wave) and every slice adds its dW, db
+//! segments onto the outputs.
 inline bool backward_shape_takes_time_slices(const BackwardArguments& args) {
   const ProblemShape& s = args.shape;
   return args.mode == GateMode::kFused && s.cu_seqlens == nullptr && s.num_sequences == 1 &&
@@ -516,9 +517,10 @@ class Backward {
   //! weight-gradient grid. A kDxInScan configuration launches the weight gradients alone (its scans have written dx;
   //! its dx kernel is never instantiated).
   //! `weight_grads_behind_scan` false launches the weight gradients after the scan as a plain launch: a time slice's
-  //! (80 CTAs a slice at (1, 8192, 2560, 10), less than a wave), with which behind the scan the slices ran 10-14 µs a
-  //! slice slower in 20 of 21 processes, likely from where their CTAs land in the slots the scan's last CTAs free
-  //! (bench_rglru's least-workspace rows, 2026-12-05/06: docs/PERFORMANCE_NOTES.md, thirty-seventh session).
+  //! (80 CTAs for a slice of 1024 tokens at (1, 8192, 2560, 10), less than a wave), with which behind the scan the
+  //! 1024-token slices ran 10-14 µs a slice slower in 20 of 21 processes, likely from where their CTAs land in the
+  //! slots the scan's last CTAs free (bench_rglru's least-workspace rows, 2026-12-05/06: docs/PERFORMANCE_NOTES.md,
+  //! thirty-seventh and thirty-eighth sessions). Longer slices (a larger workspace) were not measured behind the scan.
   static Status launch_products(const BackwardArguments& args, const BackwardWorkspaceLayout& ws,
                                 unsigned char* base, const unsigned int* checks, const std::uint8_t* live_tokens,
                                 std::int64_t first_token, std::int64_t end_token, bool weight_grads_behind_scan,
