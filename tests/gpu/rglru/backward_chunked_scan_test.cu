@@ -294,14 +294,17 @@ TEST_CASE("the default dispatch takes time slices with its least workspace (or a
   CHECK(refused.download().all_bytes() == before.all_bytes());
 }
 
-TEST_CASE("a workspace between the least and the one-pass size takes the longest time slices it holds (whole "
-          "1024-token units, the last slice the remainder) and gives the one-pass bits at every length",
-          "[rglru][backward][time_slices]") {
+namespace {
+
+//! The default backward of 4 · 1024 + 300 tokens at width W and H blocks, with workspaces between the least and the
+//! one-pass size: each takes the longest whole-unit slices it holds, and every gradient is the one pass's bytes.
+void check_slice_lengths(std::int64_t width, std::int64_t heads) {
   // 4 · 1024 + 300 tokens: slices of 1024 (five, the last of 300), 2048 (three), 3072 (two, the last of 1324: two dW
   // segments, the second partial) and 4096 (two, the last of 300); every workspace size into fresh poisoned outputs.
   constexpr std::int64_t kUnit = hawk::rglru::kBackwardTimeSliceTokens;
-  const rglru_test::Problem p = rglru_test::make_problem<E>(256, 2, {4 * kUnit + 300}, false, GateMode::kFused,
-                                                            hawk::rglru::ResetMode::kFlags, true);
+  INFO("W = " << width << ", H = " << heads);
+  const rglru_test::Problem p = rglru_test::make_problem<E>(width, heads, {4 * kUnit + 300}, false,
+                                                            GateMode::kFused, hawk::rglru::ResetMode::kFlags, true);
   const Upstream u = make_upstream<E>(p, true);
   DeviceProblem<E> d(p, hawk::rglru::kDefaultTimeChunk);
   REQUIRE(rglru_test::run_forward<void>(d.arguments(p), d.workspace).ok());
@@ -349,6 +352,16 @@ TEST_CASE("a workspace between the least and the one-pass size takes the longest
   HostGradients flipped = reference;
   flipped.dWa_bytes[11] ^= 1;
   CHECK_FALSE(flipped.all_bytes() == reference.all_bytes());
+}
+
+}  // namespace
+
+TEST_CASE("a workspace between the least and the one-pass size takes the longest time slices it holds (whole "
+          "1024-token units, the last slice the remainder) and gives the one-pass bits at every length",
+          "[rglru][backward][time_slices]") {
+  check_slice_lengths(256, 2);  // w = 128
+  check_slice_lengths(256, 4);  // w = 64: the scans compute dx (kDxInScan), the products dW alone
+  check_slice_lengths(512, 2);  // w = 256
 }
 
 TEST_CASE("the fused backward's overlapped launches (scan, weight gradients, dx) read only what the scan wrote: a "
