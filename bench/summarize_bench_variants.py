@@ -34,9 +34,11 @@ def label_of(path):
 
 
 def clock_samples(json_path):
-    """The SM clock samples (MHz) of the run whose JSON is json_path, from nvidia-smi's CSV beside it, if any."""
-    path = re.sub(r"\.json$", ".clocks.csv", json_path)
-    if not os.path.exists(path):
+    """The SM clock samples (MHz) of the run whose JSON is json_path, from nvidia-smi's CSV beside it, if any
+    (X.clocks.csv as run-bench-variants-on-gpu.sh names it, X_clocks.csv as the merge round does)."""
+    path = next((p for p in (re.sub(r"\.json$", suffix, json_path) for suffix in (".clocks.csv", "_clocks.csv"))
+                 if os.path.exists(p)), None)
+    if path is None:
         return []
     samples = []
     with open(path) as f:
