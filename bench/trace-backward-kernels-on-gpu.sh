@@ -38,16 +38,13 @@ for run in "${runs[@]}"; do
   mode=${run#*:}
   name="$shape-$mode"
   if [ "$(left)" -lt 45 ]; then echo "$name skipped ($(left) s left)" | tee -a "$out/summary.txt"; continue; fi
+  # Time slices: the summary cannot split a sliced call's trace into calls (one ordered sum a slice), so it takes two
+  # calls under ncu and sums each kernel's launches per call; otherwise it takes the last of three.
+  calls=3 per_call=()
+  [ "$mode" = fused_least ] && calls=2 per_call=(--calls 2)
   if [ "$mode" = fused_least ] && [ -z "$ncu_bin" ]; then
     status=1; echo "$name: needs ncu (a sliced call's trace is not split into calls)" >> "$out/summary.txt"
-  elif [ "$mode" = fused_least ]; then
-    # Time slices: two calls, each kernel's launches and time summed per call (the summary cannot split sliced calls).
-    timeout "$(( $(left) - 15 ))" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
-      --print-units base \
-      "$driver" "$shape" "$mode" 2 > "$work/$name.ncu.csv" 2> "$work/$name.log" &&
-      python3 bench/summarize_backward_trace.py --ncu "$work/$name.ncu.csv" --calls 2 --title "$name" \
-        >> "$out/summary.txt" 2>&1 || { status=1; echo "$name: ncu failed ($name.log)" >> "$out/summary.txt"; }
-  elif [ -n "$nsys_bin" ]; then
+  elif [ -n "$nsys_bin" ] && [ "$mode" != fused_least ]; then
     # Six backward calls: the summary takes the last complete one and the period between the later ones.
     timeout "$(( $(left) - 15 ))" "$nsys_bin" profile -t cuda -s none --cpuctxsw none -f true -o "$work/$name" \
       "$driver" "$shape" "$mode" 6 > "$work/$name.log" 2>&1 &&
@@ -57,8 +54,8 @@ for run in "${runs[@]}"; do
   else
     timeout "$(( $(left) - 15 ))" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
       --print-units base \
-      "$driver" "$shape" "$mode" 3 > "$work/$name.ncu.csv" 2> "$work/$name.log" &&
-      python3 bench/summarize_backward_trace.py --ncu "$work/$name.ncu.csv" --title "$name" \
+      "$driver" "$shape" "$mode" "$calls" > "$work/$name.ncu.csv" 2> "$work/$name.log" &&
+      python3 bench/summarize_backward_trace.py --ncu "$work/$name.ncu.csv" "${per_call[@]}" --title "$name" \
         >> "$out/summary.txt" 2>&1 || { status=1; echo "$name: ncu failed ($name.log)" >> "$out/summary.txt"; }
   fi
   echo "== $name ($(( $(date +%s) - t0 )) s)"
