@@ -76,7 +76,8 @@
 //! fp32 gate gradients. One long dense sequence in fused mode can run in time slices of 1024 tokens with as little
 //! as `backward_min_workspace_size(args)` (12·1024·W bytes of rows; 41 MB there), slower, with the same bits; a
 //! workspace between the two takes slices of the largest multiple of 1024 tokens it holds
-//! (`backward_time_slice_tokens(args, workspace_bytes)`).
+//! (`backward_time_slice_tokens(args, workspace_bytes)`), and `backward_workspace_size_within(args, limit)` gives the
+//! exact size to allocate under a memory limit (0: none within it).
 
 #include <cuda_runtime_api.h>
 
@@ -708,6 +709,21 @@ template <class = void>
 std::int64_t backward_time_slice_tokens(const BackwardArguments& args, std::size_t workspace_bytes) {
   if (!backward_shape_takes_time_slices(args) || workspace_bytes >= backward_workspace_size(args)) return 0;
   return BackwardWorkspaceLayout::slice_tokens_within(args, kWeightGradSegment, kDefaultTimeChunk, workspace_bytes);
+}
+
+//! The workspace bytes to give `backward(args, ...)` when it may take at most `limit_bytes`:
+//! backward_workspace_size(args) where that fits (one pass); else, where the shape takes time slices and
+//! backward_min_workspace_size(args) fits, the exact size of the longest slices' layout within the limit (at most
+//! `limit_bytes`, the same bits); else 0: no workspace within the limit runs `args`. For a caller with a memory
+//! budget (the PyTorch binding's set_backward_workspace_limit): allocate this, not the limit.
+template <class = void>
+std::size_t backward_workspace_size_within(const BackwardArguments& args, std::size_t limit_bytes) {
+  const std::size_t one_pass = backward_workspace_size(args);
+  if (one_pass <= limit_bytes) return one_pass;
+  if (!backward_shape_takes_time_slices(args) || backward_min_workspace_size(args) > limit_bytes) return 0;
+  return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk,
+                                       backward_time_slice_tokens(args, limit_bytes))
+      .total;
 }
 
 //! Whether the default dispatch can run `args` (host checks only; no device work).

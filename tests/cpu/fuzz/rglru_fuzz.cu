@@ -262,6 +262,45 @@ void check_time_slice_tokens(const hawk::rglru::BackwardArguments& a, std::size_
   }
 }
 
+//! backward_workspace_size_within against the least workspace `least` and the one-pass workspace `bytes`: the one
+//! pass at any limit that holds it; 0 below the least (or below the one pass where the shape takes no slices); in
+//! between, the exact layout of the slices the limit takes, within the limit, taking the same slices itself.
+void check_workspace_within(const hawk::rglru::BackwardArguments& a, std::size_t least, std::size_t bytes,
+                            Findings& f) {
+  auto within = [&](std::size_t limit) { return hawk::rglru::backward_workspace_size_within(a, limit); };
+  auto at = [&](std::size_t limit) {
+    return " at a limit of " + std::to_string(limit) + " bytes (least " + std::to_string(least) + ", one pass " +
+           std::to_string(bytes) + ")";
+  };
+  for (const std::size_t limit : {bytes, bytes + 1, ~std::size_t{0}})
+    if (within(limit) != bytes)
+      f.add("backward_workspace_size_within " + std::to_string(within(limit)) + at(limit) + ", not the one pass");
+  if (least > 0 && within(least - 1) != 0)
+    f.add("backward_workspace_size_within " + std::to_string(within(least - 1)) + at(least - 1) + ", not 0");
+  if (!hawk::rglru::backward_shape_takes_time_slices(a)) {
+    if (bytes > 0 && within(bytes - 1) != 0)
+      f.add("backward_workspace_size_within " + std::to_string(within(bytes - 1)) + at(bytes - 1) +
+            ", not 0 (the shape takes no slices)");
+    return;
+  }
+  for (const std::size_t limit : {least, least + (bytes - least) / 2, bytes - 1}) {
+    const std::size_t size = within(limit);
+    const std::int64_t tokens = hawk::rglru::backward_time_slice_tokens(a, limit);
+    const std::size_t layout = hawk::rglru::BackwardWorkspaceLayout::make(a, hawk::rglru::kWeightGradSegment,
+                                                                          hawk::rglru::kDefaultTimeChunk, tokens)
+                                   .total;
+    if (size < least || size > limit)
+      f.add("backward_workspace_size_within " + std::to_string(size) + at(limit) + ": outside [least, limit]");
+    else if (size != layout)
+      f.add("backward_workspace_size_within " + std::to_string(size) + at(limit) + ": not the layout of its " +
+            std::to_string(tokens) + "-token slices (" + std::to_string(layout) + " bytes)");
+    else if (hawk::rglru::backward_time_slice_tokens(a, size) != tokens)
+      f.add("backward_workspace_size_within " + std::to_string(size) + at(limit) + " takes slices of " +
+            std::to_string(hawk::rglru::backward_time_slice_tokens(a, size)) + " tokens, the limit " +
+            std::to_string(tokens));
+  }
+}
+
 //! The least workspace `least` against the one-pass workspace `bytes` and the documented floor (for arguments the
 //! host checks accept; refused ones may give any size, e.g. a saturated one for a huge num_tokens).
 void check_least_workspace(const hawk::rglru::BackwardArguments& a, std::size_t least, std::size_t bytes,
@@ -426,7 +465,10 @@ EntryPoint<BackwardCtx> dispatch_backward_entry() {
       f.add("backward_workspace_size " + std::to_string(bytes) + " is below the documented layout's " +
             std::to_string(backward_workspace_floor(c.a, false)) + " bytes");
     check_least_workspace(c.a, hawk::rglru::backward_min_workspace_size(c.a), bytes, s, f);
-    if (host_passed(s)) check_time_slice_tokens(c.a, hawk::rglru::backward_min_workspace_size(c.a), bytes, f);
+    if (host_passed(s)) {
+      check_time_slice_tokens(c.a, hawk::rglru::backward_min_workspace_size(c.a), bytes, f);
+      check_workspace_within(c.a, hawk::rglru::backward_min_workspace_size(c.a), bytes, f);
+    }
     if (host_refused(s)) f.expect_same_code("backward", s, hawk::rglru::backward(c.a, fake_workspace(), bytes, nullptr));
     return s;
   };
@@ -923,8 +965,10 @@ TEST_CASE("rglru default dispatch", "[fuzz][rglru]") {
 }
 
 // Random arguments seldom take time slices (one dense sequence longer than 1024 tokens in fused mode), so the slice
-// a workspace buys is also checked here at shapes that do, at every whole-unit layout size and one byte below it.
-TEST_CASE("rglru backward_time_slice_tokens: the longest whole-unit slice a workspace holds", "[fuzz][rglru]") {
+// a workspace buys (and the workspace a limit buys) is also checked here at shapes that do, at every whole-unit
+// layout size and one byte below it.
+TEST_CASE("rglru backward_time_slice_tokens, backward_workspace_size_within: the longest whole-unit slice a workspace "
+          "holds, and the exact layout a limit buys", "[fuzz][rglru]") {
   constexpr std::int64_t kUnit = hr::kBackwardTimeSliceTokens;
   const std::pair<std::int64_t, std::int64_t> widths[] = {{256, 2}, {1024, 16}, {2560, 10}};
   for (const auto& [W, H] : widths) {
@@ -940,6 +984,7 @@ TEST_CASE("rglru backward_time_slice_tokens: the longest whole-unit slice a work
       const std::size_t least = hr::backward_min_workspace_size(a), full = hr::backward_workspace_size(a);
       Findings f;
       check_time_slice_tokens(a, least, full, f);
+      check_workspace_within(a, least, full, f);
       for (const std::string& problem : f.problems) FAIL_CHECK(problem);
       for (std::int64_t units = 1; units * kUnit < T; ++units) {
         const std::size_t bytes =
@@ -947,12 +992,19 @@ TEST_CASE("rglru backward_time_slice_tokens: the longest whole-unit slice a work
         REQUIRE(bytes < full);
         CHECK(hr::backward_time_slice_tokens(a, bytes) == units * kUnit);
         if (units > 1) CHECK(hr::backward_time_slice_tokens(a, bytes - 1) == (units - 1) * kUnit);
+        CHECK(hr::backward_workspace_size_within(a, bytes) == bytes);  // a layout's own size buys exactly it
+        if (units > 1)
+          CHECK(hr::backward_workspace_size_within(a, bytes - 1) ==
+                hr::BackwardWorkspaceLayout::make(a, hr::kWeightGradSegment, hr::kDefaultTimeChunk, (units - 1) * kUnit)
+                    .total);
       }
       CHECK(hr::backward_time_slice_tokens(a, full) == 0);
       a.shape.num_sequences = 2;  // two sequences never slice
       a.shape.seq_len = (T + 1) / 2;
       a.shape.num_tokens = 2 * a.shape.seq_len;
       CHECK(hr::backward_time_slice_tokens(a, least) == 0);
+      CHECK(hr::backward_workspace_size_within(a, hr::backward_workspace_size(a) - 1) == 0);
+      CHECK(hr::backward_workspace_size_within(a, hr::backward_workspace_size(a)) == hr::backward_workspace_size(a));
     }
   }
 }
