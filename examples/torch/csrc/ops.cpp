@@ -129,6 +129,10 @@ bool env_flag(const char* name) {
 //! Sync mode: validating calls wait for their checks and raise at once (debugging, tests).
 std::atomic<bool> g_sync_checks{env_flag("HAWK_TORCH_SYNC_CHECKS")};
 
+//! The RG-LRU backward's workspace limit in bytes (hawk::set_backward_workspace_limit), -1 for none: a backward whose
+//! one-pass workspace is larger runs in time slices within it (the same bits), or raises where none fits.
+std::atomic<std::int64_t> g_backward_workspace_limit{-1};
+
 //! The report word of `device` when one was allocated, else null. Lock-free: one atomic load.
 const ReportWord* report_word_if_any(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
@@ -460,6 +464,31 @@ Tensor carve_f32(const Tensor& base, std::int64_t offset, c10::IntArrayRef sizes
   return t;
 }
 
+//! The RG-LRU backward's workspace bytes under the limit (g_backward_workspace_limit): the one pass where it fits or
+//! no limit is set; else the exact layout of the longest time slices within the limit (one long dense sequence in
+//! fused mode; the same bits, more time). Where no workspace within the limit runs the problem it raises, naming
+//! the limit and what the problem needs, before its workspace is allocated or anything launched.
+std::size_t rglru_backward_workspace_bytes(const hawk::rglru::BackwardArguments& a) {
+  const std::size_t one_pass = rglru_backward_workspace_size(a);
+  const std::int64_t limit = g_backward_workspace_limit.load(std::memory_order_relaxed);
+  if (limit < 0 || one_pass <= static_cast<std::size_t>(limit)) return one_pass;
+  const std::size_t within = rglru_backward_workspace_size_within(a, static_cast<std::size_t>(limit));
+  if (within != 0) return within;
+  const std::size_t least = rglru_backward_min_workspace_size(a);
+  std::string message = "the backward workspace limit of " + std::to_string(limit) +
+                        " bytes (hawk_torch.set_backward_workspace_limit) is below what this backward needs: ";
+  if (least < one_pass) {
+    message += std::to_string(least) + " bytes at least, in time slices (" + std::to_string(one_pass) +
+               " in one pass)";
+  } else {
+    message += std::to_string(one_pass) +
+               " bytes (only one long dense sequence in fused mode runs in time slices, with less)";
+  }
+  throw_if_failed(hawk::Status(hawk::StatusCode::kInvalidArgument, message + "; nothing was written"),
+                  "hawk::rglru::backward");
+  return one_pass;  // not reached: throw_if_failed threw
+}
+
 //! The backward. `for_formula`: the caller is the autograd formula (RGLRUForwardFunction::backward) calling in
 //! directly, not the operator: the gradients the mode does not produce are left undefined (the formula drops
 //! them; the operator's schema returns empty tensors), and the fp32 parameter gradients (d a_param, dWx, dbx, dWa,
@@ -557,7 +586,7 @@ RGLRUGradients rglru_backward_impl(
     a.dgx = dgx.data_ptr();
     a.dga = dga.data_ptr();
   }
-  const std::size_t bytes = rglru_backward_workspace_size(a);
+  const std::size_t bytes = rglru_backward_workspace_bytes(a);
   Tensor workspace = workspace_for(bytes, x);
   throw_if_failed(rglru_backward(a, pointer_or_null(workspace), bytes, stream),
                   "hawk::rglru::backward");
@@ -1108,6 +1137,15 @@ bool set_sync_checks(std::optional<bool> enabled) {
   return g_sync_checks.exchange(*enabled);
 }
 
+//! hawk::set_backward_workspace_limit: the RG-LRU backward's workspace limit in bytes from now on (-1: none);
+//! returns the limit before the call. hawk::backward_workspace_limit only asks.
+std::int64_t set_backward_workspace_limit(std::int64_t bytes) {
+  TORCH_CHECK(bytes >= -1, "hawk: set_backward_workspace_limit: bytes must be >= 0, or -1 for no limit; got ", bytes);
+  return g_backward_workspace_limit.exchange(bytes);
+}
+
+std::int64_t backward_workspace_limit() { return g_backward_workspace_limit.load(); }
+
 //! hawk::take_device_check_bits: what the report word of cuda:`device` holds, cleared (0 when nothing failed).
 //! Does not synchronise: hawk_torch.check_device_errors synchronises the device first and raises in Python
 //! (these device-less operators return values instead of throwing).
@@ -1160,6 +1198,9 @@ TORCH_LIBRARY(hawk, m) {
   // here: hawk_torch.check_device_errors synchronises first).
   m.def("set_sync_checks(bool? enabled) -> bool", &hawk_torch::set_sync_checks);
   m.def("take_device_check_bits(int device) -> int", &hawk_torch::take_device_check_bits);
+  // The RG-LRU backward's workspace limit (bytes, -1: none): longer problems run in time slices within it.
+  m.def("set_backward_workspace_limit(int bytes) -> int", &hawk_torch::set_backward_workspace_limit);
+  m.def("backward_workspace_limit() -> int", &hawk_torch::backward_workspace_limit);
   m.def("device_check_message(int bits) -> str", &hawk_torch::device_check_message);
   // What the gate-residual default layout's host-side hint says for an idx (tests; see LayoutHints).
   m.def("gate_residual_layout_hint(Tensor idx, int gate_rows) -> int", &hawk_torch::gate_residual_layout_hint);

@@ -29,6 +29,14 @@ std::size_t rglru_backward_workspace_size(const hawk::rglru::BackwardArguments& 
   return hawk::rglru::backward_workspace_size(args);
 }
 
+std::size_t rglru_backward_min_workspace_size(const hawk::rglru::BackwardArguments& args) {
+  return hawk::rglru::backward_min_workspace_size(args);
+}
+
+std::size_t rglru_backward_workspace_size_within(const hawk::rglru::BackwardArguments& args, std::size_t limit_bytes) {
+  return hawk::rglru::backward_workspace_size_within(args, limit_bytes);
+}
+
 hawk::Status rglru_backward(const hawk::rglru::BackwardArguments& args, void* workspace, std::size_t workspace_bytes,
                             cudaStream_t stream) {
   return hawk::rglru::backward(args, workspace, workspace_bytes, stream);

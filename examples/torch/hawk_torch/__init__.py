@@ -20,8 +20,8 @@ from ._build import BuildInfo, build_info, get_include, load_library
 
 __version__ = load_library().version  # checks the GPUs first: ImportError without one it can run on
 
-from ._ops import (FUSED_BLOCK_WIDTHS, TIME_CHUNK, check_device_errors, gate_residual, rglru, rglru_decode_,
-                   set_sync_checks, sync_checks_enabled)
+from ._ops import (FUSED_BLOCK_WIDTHS, TIME_CHUNK, backward_workspace_limit, check_device_errors, gate_residual,
+                   rglru, rglru_decode_, set_backward_workspace_limit, set_sync_checks, sync_checks_enabled)
 from .modules import RGLRU, BlockDiagonalLinear
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "TIME_CHUNK",
     "BlockDiagonalLinear",
     "RGLRU",
+    "backward_workspace_limit",
     "build_info",
     "check_device_errors",
     "gate_residual",
@@ -37,6 +38,7 @@ __all__ = [
     "load_library",
     "rglru",
     "rglru_decode_",
+    "set_backward_workspace_limit",
     "set_sync_checks",
     "sync_checks_enabled",
 ]

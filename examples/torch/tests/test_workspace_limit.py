@@ -1,0 +1,145 @@
+"""hawk_torch.set_backward_workspace_limit: under a cap, the backward of one long sequence runs in time slices with
+every gradient's bits and its workspace within the cap; a problem no workspace within the cap runs raises, naming the
+cap and what it needs, and writes nothing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from support import skip_module_without_cuda
+
+skip_module_without_cuda()  # before importing hawk_torch, which needs a GPU
+
+import hawk_torch  # noqa: E402
+from support import (  # noqa: E402
+    PARAMETER_TOLERANCE, STATE_TOLERANCE, STORAGE_TOLERANCE, fused_parameters, requires_cuda, reset_flags, uniform)
+from reference import relative_l2, rglru_reference  # noqa: E402
+
+pytestmark = requires_cuda
+
+UNIT = 1024  # the library's time-slice unit (kBackwardTimeSliceTokens)
+SLICED = re.compile(r"needs: (\d+) bytes at least, in time slices \((\d+) in one pass\)")
+UNSLICED = re.compile(r"needs: (\d+) bytes \(only one long dense sequence")
+
+
+@pytest.fixture(autouse=True)
+def restore_limit():
+    previous = hawk_torch.backward_workspace_limit()
+    yield
+    hawk_torch.set_backward_workspace_limit(previous)
+
+
+def _leaf(t):
+    return t.detach().clone().requires_grad_(True)
+
+
+def _forward(x, master, cap, kwargs):
+    """Leaves for x, h0 (when given) and the parameters, and the forward's y and h, with the cap set."""
+    hawk_torch.set_backward_workspace_limit(cap)
+    kwargs = dict(kwargs)
+    leaves = [_leaf(x)] + ([_leaf(kwargs.pop("h0"))] if "h0" in kwargs else []) + [_leaf(p) for p in master]
+    h0 = leaves[1] if len(leaves) > 1 + len(master) else None
+    y, h = hawk_torch.rglru(leaves[0], *leaves[len(leaves) - len(master):], h0=h0, **kwargs)
+    return leaves, y, h
+
+
+def _backward(x, master, dy, dh, cap, **kwargs):
+    """One forward and backward under `cap` (None: no cap): every gradient (x, h0 when given, the parameters) and the
+    backward's peak allocation beyond what was held before it (y and h take dy and dh directly: no allocation but
+    hawk's)."""
+    leaves, y, h = _forward(x, master, cap, kwargs)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    torch.autograd.backward([y, h], [dy, dh])
+    torch.cuda.synchronize()
+    return [leaf.grad for leaf in leaves], torch.cuda.max_memory_allocated() - before
+
+
+def _refused(x, master, dy, dh, cap, pattern, **kwargs):
+    """A backward under `cap` that must raise: the numbers its message names; no gradient written."""
+    leaves, y, h = _forward(x, master, cap, kwargs)
+    with pytest.raises(RuntimeError, match="set_backward_workspace_limit") as error:
+        torch.autograd.backward([y, h], [dy, dh])
+    assert f"limit of {cap} bytes" in str(error.value)
+    assert all(leaf.grad is None for leaf in leaves), "a refused backward wrote a gradient"
+    found = pattern.search(str(error.value))
+    assert found, f"the message does not say what the backward needs: {error.value}"
+    return [int(group) for group in found.groups()]
+
+
+def test_capped_backward_of_one_long_sequence_gives_the_same_bits_within_the_cap(seed):
+    L, W, H, dtype = 4 * UNIT + 300, 256, 2, torch.bfloat16  # w = 128; a partial last slice at every slice length
+    master = fused_parameters(W, H)
+    x, dy, dh, h0 = uniform((1, L, W), dtype), uniform((1, L, W), dtype), uniform((1, W)), uniform((1, W))
+    reset = reset_flags(1, L, probability=0.002)
+    reset[0, [UNIT - 1, UNIT, 2 * UNIT, 2 * UNIT + 1]] = True  # at and beside slice edges, consecutive
+    kwargs = dict(reset=reset, h0=h0)
+
+    grads, peak = _backward(x, master, dy, dh, None, **kwargs)
+    # the uncapped gradients against float64 (the reference sees the weights rounded to x's dtype)
+    a_param, Wx, bx, Wa, ba = (_leaf(p) for p in master)
+    Wx64, Wa64 = _leaf(Wx.detach().to(dtype).double()), _leaf(Wa.detach().to(dtype).double())
+    x64, h064, a64 = _leaf(x.double()), _leaf(h0.double()), _leaf(a_param.detach().double())
+    y64, h64 = rglru_reference(x64, a64, Wx64, bx.detach(), Wa64, ba.detach(), reset=reset, h0=h064)
+    torch.autograd.backward([y64, h64], [dy.double(), dh.double()])
+    for name, got, want, tolerance in [("dx", grads[0], x64.grad, STORAGE_TOLERANCE[dtype]),
+                                       ("dh0", grads[1], h064.grad, STATE_TOLERANCE),
+                                       ("d a_param", grads[2], a64.grad, PARAMETER_TOLERANCE[dtype]),
+                                       ("dWx", grads[3], Wx64.grad, PARAMETER_TOLERANCE[dtype]),
+                                       ("dWa", grads[5], Wa64.grad, PARAMETER_TOLERANCE[dtype])]:
+        error = relative_l2(got, want)
+        assert error <= tolerance, f"{name}: relative L2 {error:.3e} > {tolerance:.1e} (HAWK_TORCH_SEED={seed})"
+
+    least, one_pass = _refused(x, master, dy, dh, 0, SLICED, **kwargs)
+    assert 0 < least < one_pass
+    assert _refused(x, master, dy, dh, least - 1, SLICED, **kwargs) == [least, one_pass]
+    for cap in [least, (least + one_pass) // 2, one_pass - 1, one_pass, 2 * one_pass]:
+        capped, capped_peak = _backward(x, master, dy, dh, cap, **kwargs)
+        for i, (a, b) in enumerate(zip(grads, capped)):
+            assert torch.equal(a, b), f"gradient {i} under a cap of {cap} bytes differs from the uncapped one"
+        # the workspace within the cap: at least one_pass - cap bytes less at the peak (less the allocator's
+        # rounding of each block to 512 bytes); the one pass where the cap holds it
+        saving = max(one_pass - cap, 0) - 512
+        assert capped_peak <= peak - saving, (
+            f"peak {capped_peak} bytes under a cap of {cap}, uncapped {peak}, one pass {one_pass}")
+    # negative control: one changed element of dy changes dx
+    dy_changed = dy.clone()
+    dy_changed[0, L // 2, 7] = -dy_changed[0, L // 2, 7] + 0.5
+    changed, _ = _backward(x, master, dy_changed, dh, least, **kwargs)
+    assert not torch.equal(changed[0], grads[0])
+
+
+@pytest.mark.parametrize("mode", ["fused, two sequences", "gate_logits"])
+def test_capped_backward_that_cannot_slice_raises_and_writes_nothing(mode, seed):
+    B, L, W, H, dtype = 2, 2 * UNIT + 5, 128, 2, torch.bfloat16
+    x, dy, dh = uniform((B, L, W), dtype), uniform((B, L, W), dtype), uniform((B, W))
+    if mode == "gate_logits":
+        a_param = fused_parameters(W, H)[0]
+        master = [a_param]
+        gates = dict(gx=uniform((B, L, W), dtype, -2, 2), ga=uniform((B, L, W), dtype, -2, 2))
+    else:
+        master, gates = fused_parameters(W, H), {}
+    (one_pass,) = _refused(x, master, dy, dh, 1, UNSLICED, **gates)
+    assert _refused(x, master, dy, dh, one_pass - 1, UNSLICED, **gates) == [one_pass]
+    uncapped, _ = _backward(x, master, dy, dh, None, **gates)
+    capped, _ = _backward(x, master, dy, dh, one_pass, **gates)
+    for i, (a, b) in enumerate(zip(uncapped, capped)):
+        assert torch.equal(a, b), f"gradient {i} under a cap of the one-pass size differs from the uncapped one"
+
+
+def test_set_backward_workspace_limit_checks_its_argument():
+    hawk_torch.set_backward_workspace_limit(None)  # the fixture restores what came before
+    assert hawk_torch.backward_workspace_limit() is None
+    assert hawk_torch.set_backward_workspace_limit(12345) is None
+    assert hawk_torch.backward_workspace_limit() == 12345
+    for bad, kind in [(-1, ValueError), (2**63, ValueError), (1.5, TypeError), (True, TypeError), ("1", TypeError)]:
+        with pytest.raises(kind, match="max_bytes"):
+            hawk_torch.set_backward_workspace_limit(bad)
+        assert hawk_torch.backward_workspace_limit() == 12345, f"a refused {bad!r} changed the cap"
+    assert hawk_torch.set_backward_workspace_limit(0) == 12345
+    assert hawk_torch.set_backward_workspace_limit(None) == 0
+    assert hawk_torch.backward_workspace_limit() is None
