@@ -27,6 +27,7 @@ hawk::Status rglru_forward(const hawk::rglru::ForwardArguments& args, void* work
 hawk::Status rglru_decode(const hawk::rglru::ForwardArguments& args, void* workspace, std::size_t workspace_bytes,
                           cudaStream_t stream);
 std::size_t rglru_backward_workspace_size(const hawk::rglru::BackwardArguments& args);
+hawk::Status rglru_backward_can_implement(const hawk::rglru::BackwardArguments& args);
 std::size_t rglru_backward_min_workspace_size(const hawk::rglru::BackwardArguments& args);
 std::size_t rglru_backward_workspace_size_within(const hawk::rglru::BackwardArguments& args, std::size_t limit_bytes);
 hawk::Status rglru_backward(const hawk::rglru::BackwardArguments& args, void* workspace, std::size_t workspace_bytes,

@@ -474,6 +474,8 @@ std::size_t rglru_backward_workspace_bytes(const hawk::rglru::BackwardArguments&
   if (limit < 0 || one_pass <= static_cast<std::size_t>(limit)) return one_pass;
   const std::size_t within = rglru_backward_workspace_size_within(a, static_cast<std::size_t>(limit));
   if (within != 0) return within;
+  // Arguments the backward refuses anyway get that refusal, not the cap's (whose sizes would be of bad arguments).
+  throw_if_failed(rglru_backward_can_implement(a), "hawk::rglru::backward");
   const std::size_t least = rglru_backward_min_workspace_size(a);
   std::string message = "the backward workspace limit of " + std::to_string(limit) +
                         " bytes (hawk_torch.set_backward_workspace_limit) is below what this backward needs: ";

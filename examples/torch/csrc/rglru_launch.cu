@@ -29,6 +29,10 @@ std::size_t rglru_backward_workspace_size(const hawk::rglru::BackwardArguments& 
   return hawk::rglru::backward_workspace_size(args);
 }
 
+hawk::Status rglru_backward_can_implement(const hawk::rglru::BackwardArguments& args) {
+  return hawk::rglru::backward_can_implement(args);
+}
+
 std::size_t rglru_backward_min_workspace_size(const hawk::rglru::BackwardArguments& args) {
   return hawk::rglru::backward_min_workspace_size(args);
 }

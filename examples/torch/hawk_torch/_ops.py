@@ -34,6 +34,7 @@ the replays report as in the default mode.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
@@ -352,16 +353,22 @@ def set_backward_workspace_limit(max_bytes: Optional[int]) -> Optional[int]:
     previous cap.
 
     A backward whose one-pass workspace fits the cap is unchanged. Above it, one long dense sequence in fused mode
-    (the shape of long-context training) runs in time slices whose workspace fits the cap, with the same bits and
-    more time: at (1, 8192, 2560, 10) the one pass takes 298 MB, the least 41 MB (1.4x the fused forward+backward's
-    time on an H100), half the one pass 149 MB (1.13x). Any other problem whose one-pass workspace exceeds the cap
-    raises a RuntimeError naming the cap and what the backward needs, and writes nothing. The cap is read when the
-    backward runs (the autograd formula's, ``torch.compile``'s and CUDA-graph captures' too: a capture keeps the
-    workspace of its cap).
+    (one sequence of more than 1024 tokens, not packed: the shape of long-context training) runs in time slices whose
+    workspace fits the cap, with the same bits and more time, down to its least workspace (about 12 * 1024 * W bytes
+    of rows): at (1, 8192, 2560, 10) the one pass takes 298 MB, the least 41 MB (1.39x the fused forward+backward's
+    time on an H100), half the one pass 149 MB (1.13x). Below the least, or for any other problem (a batch of several
+    sequences, a packed batch, a sequence of at most 1024 tokens, gate-logits mode) whose one-pass workspace exceeds
+    the cap, the backward raises a RuntimeError naming the cap and what it needs, and writes nothing. The cap is read
+    each time a backward runs, on every path (eager autograd, ``torch.ops.hawk.rglru_backward``); a CUDA graph keeps
+    the workspace of the cap in force when it was captured.
     """
     where = "hawk_torch.set_backward_workspace_limit"
     if max_bytes is not None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
+        if isinstance(max_bytes, bool):
+            _fail(where, "max_bytes must be an int or None, got bool", TypeError)
+        try:
+            max_bytes = operator.index(max_bytes)
+        except TypeError:
             _fail(where, f"max_bytes must be an int or None, got {type(max_bytes).__name__}", TypeError)
         if not 0 <= max_bytes < 2**63:
             _fail(where, f"max_bytes must be in [0, 2**63), got {max_bytes}")

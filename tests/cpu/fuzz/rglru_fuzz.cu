@@ -360,6 +360,12 @@ EntryPoint<BackwardCtx> backward_entry() {
         f.add("Backward::time_slice_tokens " + std::to_string(Op::time_slice_tokens(c.a, between)) +
               " differs from backward_time_slice_tokens " +
               std::to_string(hawk::rglru::backward_time_slice_tokens(c.a, between)));
+      // The size a limit buys, handed to the operator itself, takes the slices the limit takes.
+      const std::size_t within = hawk::rglru::backward_workspace_size_within(c.a, between);
+      if (Op::time_slice_tokens(c.a, within) != hawk::rglru::backward_time_slice_tokens(c.a, between))
+        f.add("Backward::time_slice_tokens " + std::to_string(Op::time_slice_tokens(c.a, within)) + " at " +
+              std::to_string(within) + " bytes (backward_workspace_size_within) differs from the limit's " +
+              std::to_string(hawk::rglru::backward_time_slice_tokens(c.a, between)));
     }
     if (dispatch_picks<Config>(c.a) && c.a.checkpoint_chunk == hawk::rglru::kDefaultTimeChunk)
       f.expect_same_code("backward_can_implement", s, hawk::rglru::backward_can_implement(c.a));
@@ -981,11 +987,18 @@ TEST_CASE("rglru backward_time_slice_tokens, backward_workspace_size_within: the
       a.shape.width = W;
       a.shape.num_blocks = H;
       REQUIRE(hr::backward_shape_takes_time_slices(a));
+      // The layout's optional parts too: no device checks, and dh0 aliasing dh_final (its copy in the workspace).
+      for (const int variant : {0, 1, 2}) {
+        INFO("variant " << variant << " (0: plain, 1: validate_device_inputs off, 2: dh0 aliases dh_final)");
+        hr::BackwardArguments v = a;
+        if (variant == 1) v.shape.validate_device_inputs = false;
+        if (variant == 2) v.dh0 = const_cast<float*>(v.dh_final = static_cast<const float*>(fake_workspace()));
+        Findings f;
+        check_time_slice_tokens(v, hr::backward_min_workspace_size(v), hr::backward_workspace_size(v), f);
+        check_workspace_within(v, hr::backward_min_workspace_size(v), hr::backward_workspace_size(v), f);
+        for (const std::string& problem : f.problems) FAIL_CHECK(problem);
+      }
       const std::size_t least = hr::backward_min_workspace_size(a), full = hr::backward_workspace_size(a);
-      Findings f;
-      check_time_slice_tokens(a, least, full, f);
-      check_workspace_within(a, least, full, f);
-      for (const std::string& problem : f.problems) FAIL_CHECK(problem);
       for (std::int64_t units = 1; units * kUnit < T; ++units) {
         const std::size_t bytes =
             hr::BackwardWorkspaceLayout::make(a, hr::kWeightGradSegment, hr::kDefaultTimeChunk, units * kUnit).total;
