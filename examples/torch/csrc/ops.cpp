@@ -469,14 +469,13 @@ Tensor carve_f32(const Tensor& base, std::int64_t offset, c10::IntArrayRef sizes
 //! fused mode; the same bits, more time). Where no workspace within the limit runs the problem it raises, naming
 //! the limit and what the problem needs, before its workspace is allocated or anything launched.
 std::size_t rglru_backward_workspace_bytes(const hawk::rglru::BackwardArguments& a) {
-  const std::size_t one_pass = rglru_backward_workspace_size(a);
   const std::int64_t limit = g_backward_workspace_limit.load(std::memory_order_relaxed);
-  if (limit < 0 || one_pass <= static_cast<std::size_t>(limit)) return one_pass;
+  if (limit < 0) return rglru_backward_workspace_size(a);
   const std::size_t within = rglru_backward_workspace_size_within(a, static_cast<std::size_t>(limit));
-  if (within != 0) return within;
+  if (within != 0) return within;  // the one pass where it fits the limit
   // Arguments the backward refuses anyway get that refusal, not the cap's (whose sizes would be of bad arguments).
   throw_if_failed(rglru_backward_can_implement(a), "hawk::rglru::backward");
-  const std::size_t least = rglru_backward_min_workspace_size(a);
+  const std::size_t one_pass = rglru_backward_workspace_size(a), least = rglru_backward_min_workspace_size(a);
   std::string message = "the backward workspace limit of " + std::to_string(limit) +
                         " bytes (hawk_torch.set_backward_workspace_limit) is below what this backward needs: ";
   if (least < one_pass) {

@@ -720,9 +720,11 @@ template <class = void>
 std::size_t backward_workspace_size_within(const BackwardArguments& args, std::size_t limit_bytes) {
   const std::size_t one_pass = backward_workspace_size(args);
   if (one_pass <= limit_bytes) return one_pass;
-  if (!backward_shape_takes_time_slices(args) || backward_min_workspace_size(args) > limit_bytes) return 0;
+  // Where the shape takes no slices the least workspace is the one pass's, above the limit here.
+  if (backward_min_workspace_size(args) > limit_bytes) return 0;
   return BackwardWorkspaceLayout::make(args, kWeightGradSegment, kDefaultTimeChunk,
-                                       backward_time_slice_tokens(args, limit_bytes))
+                                       BackwardWorkspaceLayout::slice_tokens_within(args, kWeightGradSegment,
+                                                                                    kDefaultTimeChunk, limit_bytes))
       .total;
 }
 
