@@ -359,8 +359,8 @@ def set_backward_workspace_limit(max_bytes: Optional[int]) -> Optional[int]:
     time on an H100), half the one pass 149 MB (1.13x). Below the least, or for any other problem (a batch of several
     sequences, a packed batch, a sequence of at most 1024 tokens, gate-logits mode) whose one-pass workspace exceeds
     the cap, the backward raises a RuntimeError naming the cap and what it needs, and writes nothing. The cap is read
-    each time a backward runs, on every path (eager autograd, ``torch.ops.hawk.rglru_backward``). Capturing a capped
-    backward in a CUDA graph is not verified yet (docs/proposed/ has the test).
+    each time a backward runs, on every path (eager autograd, ``torch.ops.hawk.rglru_backward``); a CUDA graph keeps
+    the workspace of the cap in force when it was captured.
     """
     where = "hawk_torch.set_backward_workspace_limit"
     if max_bytes is not None:

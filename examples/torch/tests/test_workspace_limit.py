@@ -4,6 +4,7 @@ cap and what it needs, and writes nothing."""
 
 from __future__ import annotations
 
+import gc
 import re
 
 import pytest
@@ -156,6 +157,50 @@ def test_capped_backward_that_cannot_slice_raises_and_writes_nothing(mode, seed)
     capped, _ = _backward(x, master, dy, dh, one_pass, **gates)
     for i, (a, b) in enumerate(zip(uncapped, capped)):
         assert torch.equal(a, b), f"gradient {i} under a cap of the one-pass size differs from the uncapped one"
+
+
+def test_a_cuda_graph_captured_under_a_cap_replays_the_uncapped_bits(seed):
+    """Captured the way test_graphs.py captures a training step: a scalar loss made inside the step, gradients of the
+    leaves. The leaves are never in a graph that outlives its step: a first version learned the least size from a
+    refused step of these leaves and kept its exception, whose traceback kept that step's autograd graph alive, and
+    with it the leaves' AccumulateGrad nodes and the (legacy) stream they were made on; its capture then failed with
+    cudaErrorStreamCaptureImplicit (PyTorch's stale-stream case: pytorch/pytorch#164302, #180090)."""
+    L, W, H, dtype = 2 * UNIT + 77, 128, 1, torch.bfloat16
+    x = uniform((1, L, W), dtype).requires_grad_(True)
+    params = [p.requires_grad_(True) for p in fused_parameters(W, H)]
+    dy, dh = uniform((1, L, W), dtype), uniform((1, W))
+    leaves = [x, *params]
+
+    def step():
+        y, h = hawk_torch.rglru(x, *params)
+        loss = (y.float() * dy.float()).sum() + (h * dh).sum()
+        return list(torch.autograd.grad(loss, leaves))
+
+    # what the slices need, from a refusal of copies of the leaves (their graph dies with the helper's frame)
+    least, _ = _refused(x.detach(), [p.detach() for p in params], dy, dh, 0, SLICED)
+    gc.collect()  # the refusal's exception and its frames form a cycle: free that graph now, not at some later capture
+    hawk_torch.set_backward_workspace_limit(None)
+    eager = [t.detach().clone() for t in step()]
+    hawk_torch.set_backward_workspace_limit(least)
+    stream = torch.cuda.Stream()  # torch.cuda.graph's recipe: warm up on a side stream, then capture
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = step()
+    hawk_torch.set_backward_workspace_limit(None)  # the capture keeps the workspace of its cap
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        for i, (a, b) in enumerate(zip(eager, static)):
+            assert torch.equal(a, b), f"gradient {i} of a replay captured under the cap differs from eager"
+    dy.neg_()  # negative control: the captured step reads dy in place
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not torch.equal(static[0], eager[0])
 
 
 def test_set_backward_workspace_limit_checks_its_argument():
