@@ -2,6 +2,10 @@
 //! XLA FFI handler of the RG-LRU backward (hawk::rglru::backward on XLA's stream) and the C function the Python
 //! side sizes its workspace with. This translation unit instantiates every shipped backward configuration.
 //!
+//! `workspace_limit` (an i64 attribute; -1: none) caps the workspace: the backward then takes
+//! hawk::rglru::backward_workspace_size_within(args, limit) bytes of it (time slices for one long dense sequence in
+//! fused mode, the same bits), the size hawk_jax_rglru_backward_capped_workspace_bytes gives the Python side.
+//!
 //! Gradients a mode does not produce are outputs with no elements: fused mode returns d w_x, d b_x, d w_a,
 //! d b_a (fp32) and empty d g_x, d g_a; gate-logits mode the reverse. d h0 is [N, W] when wanted, else [0, W].
 
@@ -30,7 +34,7 @@ ffi::Error rglru_backward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
                           ffi::Result<ffi::AnyBuffer> db_a, ffi::Result<ffi::AnyBuffer> dg_x,
                           ffi::Result<ffi::AnyBuffer> dg_a, ffi::Result<ffi::AnyBuffer> da_param,
                           ffi::Result<ffi::AnyBuffer> dh0, ffi::Result<ffi::AnyBuffer> workspace, bool fused,
-                          std::int64_t reset_mode, bool validate) {
+                          std::int64_t reset_mode, bool validate, std::int64_t workspace_limit) {
   const RGLRUInputs in{x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, cu_seqlens};
   RGLRUProblem p;
   HAWK_JAX_RETURN_IF_ERROR(rglru_problem(kBackward, in, fused, reset_mode, validate, p));
@@ -76,7 +80,18 @@ ffi::Error rglru_backward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
     a.dgx = dg_x->untyped_data();
     a.dga = dg_a->untyped_data();
   }
-  const std::size_t bytes = hawk::rglru::backward_workspace_size(a);
+  if (workspace_limit < -1) {
+    return invalid(kBackward, "workspace_limit must be -1 (none) or a byte count, not " + std::to_string(workspace_limit));
+  }
+  std::size_t bytes = hawk::rglru::backward_workspace_size(a);
+  if (workspace_limit >= 0) {
+    bytes = hawk::rglru::backward_workspace_size_within(a, static_cast<std::size_t>(workspace_limit));
+    if (bytes == 0) {
+      return invalid(kBackward, "no workspace within workspace_limit = " + std::to_string(workspace_limit) +
+                                    " bytes runs this backward (it takes at least " +
+                                    std::to_string(hawk::rglru::backward_min_workspace_size(a)) + ")");
+    }
+  }
   void* scratch = nullptr;
   HAWK_JAX_RETURN_IF_ERROR(aligned_workspace(kBackward, *workspace, bytes, scratch));
   StreamDeviceGuard device;
@@ -105,7 +120,29 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(hawk_jax_rglru_backward, hawk_jax::rglru_backward,
                                                                   .Ret<ffi::AnyBuffer>()    // dg_a
                                                                   .Ret<ffi::AnyBuffer>()    // da_param
                                                                   .Ret<ffi::AnyBuffer>()    // dh0
-                                                                  .Ret<ffi::AnyBuffer>()));  // workspace
+                                                                  .Ret<ffi::AnyBuffer>())  // workspace
+                                  .Attr<std::int64_t>("workspace_limit"));
+
+namespace hawk_jax {
+namespace {
+
+//! The arguments a size query describes (sizes depend on the shape, the mode, packing and the device checks only).
+hawk::rglru::BackwardArguments backward_size_arguments(std::int64_t num_sequences, std::int64_t num_tokens,
+                                                       std::int64_t width, std::int64_t num_blocks, std::int32_t fused,
+                                                       std::int32_t packed, std::int32_t validate) {
+  hawk::rglru::BackwardArguments a;
+  a.shape.num_sequences = num_sequences;
+  a.shape.num_tokens = num_tokens;
+  a.shape.width = width;
+  a.shape.num_blocks = num_blocks;
+  a.shape.validate_device_inputs = validate != 0;
+  a.shape.cu_seqlens = packed != 0 ? &kPresent : nullptr;
+  a.mode = fused != 0 ? hawk::rglru::GateMode::kFused : hawk::rglru::GateMode::kGateLogits;
+  return a;
+}
+
+}  // namespace
+}  // namespace hawk_jax
 
 //! Workspace bytes of a backward call (hawk::rglru::backward_workspace_size): fp32 scratch for the gradients
 //! of the gate logits and the parameter partial sums in fused mode, plus the device checks' word when packed.
@@ -113,13 +150,29 @@ extern "C" std::int64_t hawk_jax_rglru_backward_workspace_bytes(std::int64_t num
                                                                 std::int64_t width, std::int64_t num_blocks,
                                                                 std::int32_t fused, std::int32_t packed,
                                                                 std::int32_t validate) {
-  hawk::rglru::BackwardArguments a;
-  a.shape.num_sequences = num_sequences;
-  a.shape.num_tokens = num_tokens;
-  a.shape.width = width;
-  a.shape.num_blocks = num_blocks;
-  a.shape.validate_device_inputs = validate != 0;
-  a.shape.cu_seqlens = packed != 0 ? &hawk_jax::kPresent : nullptr;
-  a.mode = fused != 0 ? hawk::rglru::GateMode::kFused : hawk::rglru::GateMode::kGateLogits;
-  return static_cast<std::int64_t>(hawk::rglru::backward_workspace_size(a));
+  return static_cast<std::int64_t>(hawk::rglru::backward_workspace_size(
+      hawk_jax::backward_size_arguments(num_sequences, num_tokens, width, num_blocks, fused, packed, validate)));
+}
+
+//! The least workspace a backward call runs with (hawk::rglru::backward_min_workspace_size): one time slice's
+//! rows for one long dense sequence in fused mode, else the one pass's.
+extern "C" std::int64_t hawk_jax_rglru_backward_least_workspace_bytes(std::int64_t num_sequences,
+                                                                      std::int64_t num_tokens, std::int64_t width,
+                                                                      std::int64_t num_blocks, std::int32_t fused,
+                                                                      std::int32_t packed, std::int32_t validate) {
+  return static_cast<std::int64_t>(hawk::rglru::backward_min_workspace_size(
+      hawk_jax::backward_size_arguments(num_sequences, num_tokens, width, num_blocks, fused, packed, validate)));
+}
+
+//! The workspace a backward call takes under `limit` bytes (hawk::rglru::backward_workspace_size_within; the
+//! handler's workspace_limit): the one pass where it fits, else the longest time slices within it, else 0 (none).
+extern "C" std::int64_t hawk_jax_rglru_backward_capped_workspace_bytes(std::int64_t num_sequences,
+                                                                       std::int64_t num_tokens, std::int64_t width,
+                                                                       std::int64_t num_blocks, std::int32_t fused,
+                                                                       std::int32_t packed, std::int32_t validate,
+                                                                       std::int64_t limit) {
+  if (limit < 0) return 0;
+  return static_cast<std::int64_t>(hawk::rglru::backward_workspace_size_within(
+      hawk_jax::backward_size_arguments(num_sequences, num_tokens, width, num_blocks, fused, packed, validate),
+      static_cast<std::size_t>(limit)));
 }

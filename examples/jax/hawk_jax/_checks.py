@@ -37,6 +37,17 @@ def dtype_of(a) -> np.dtype:
     return jnp.dtype(a.dtype)
 
 
+def check_workspace_limit(where: str, name: str, limit) -> None:
+    """None, or a byte count: a non-negative Python or NumPy integer (not a bool, not a traced array: the limit
+    sizes an XLA buffer, so it is static)."""
+    if limit is None:
+        return
+    if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)):
+        fail(where, f"{name} must be None or a non-negative int (bytes), got {limit!r}", TypeError)
+    if limit < 0:
+        fail(where, f"{name} must be None or a non-negative int (bytes), got {limit}")
+
+
 def check_element_dtype(where: str, name: str, a) -> None:
     if dtype_of(a) not in _element_dtype_names():
         fail(where, f"{name} must be float32, float16 or bfloat16, got {dtype_of(a)}", TypeError)

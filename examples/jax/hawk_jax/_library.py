@@ -62,6 +62,10 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.hawk_jax_rglru_forward_workspace_bytes.argtypes = [i64, i64, i64, i64, i32, i32, i32]
     lib.hawk_jax_rglru_backward_workspace_bytes.restype = i64
     lib.hawk_jax_rglru_backward_workspace_bytes.argtypes = [i64, i64, i64, i64, i32, i32, i32]
+    lib.hawk_jax_rglru_backward_least_workspace_bytes.restype = i64
+    lib.hawk_jax_rglru_backward_least_workspace_bytes.argtypes = [i64, i64, i64, i64, i32, i32, i32]
+    lib.hawk_jax_rglru_backward_capped_workspace_bytes.restype = i64
+    lib.hawk_jax_rglru_backward_capped_workspace_bytes.argtypes = [i64, i64, i64, i64, i32, i32, i32, i64]
     for name in ("hawk_jax_gate_residual_forward_workspace_bytes", "hawk_jax_gate_residual_backward_workspace_bytes"):
         function = getattr(lib, name)
         function.restype = i64

@@ -71,6 +71,8 @@ class _RGLRUConfig(NamedTuple):
     num_blocks: int
     reset_mode: int
     validate: bool
+    #: the most bytes the backward's workspace may take (None: the one pass's, whatever it is)
+    backward_workspace_limit: Optional[int] = None
 
 
 def _gate_args(x, w_x, b_x, w_a, b_a, g_x, g_a, config: _RGLRUConfig):
@@ -109,14 +111,32 @@ def _rglru_forward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_
     return y, h_final, checkpoints
 
 
+def _backward_workspace_bytes(lib, size_arguments, limit: Optional[int]) -> int:
+    """The backward's workspace: the one pass's, or under `limit` what hawk::rglru::backward_workspace_size_within
+    gives (the handler computes the same from the same arguments). A limit that nothing fits within is refused here,
+    at trace time, before XLA allocates anything."""
+    if limit is None:
+        return lib.hawk_jax_rglru_backward_workspace_bytes(*size_arguments)
+    workspace = lib.hawk_jax_rglru_backward_capped_workspace_bytes(*size_arguments, limit)
+    if workspace == 0:
+        least = lib.hawk_jax_rglru_backward_least_workspace_bytes(*size_arguments)
+        one_pass = lib.hawk_jax_rglru_backward_workspace_bytes(*size_arguments)
+        sliced = least < one_pass
+        checks.fail("hawk_jax.rglru", f"backward_workspace_limit={limit} bytes is below the least workspace this "
+                    f"backward runs with: {least} bytes" + (f" (time slices; the one pass takes {one_pass})" if sliced
+                    else " (the one pass: only one dense sequence longer than 1024 tokens in fused mode takes time "
+                         "slices)"))
+    return workspace
+
+
 def _rglru_backward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu_seqlens, checkpoints, dy,
                          dh_final, config: _RGLRUConfig, want_dh0: bool):
     lib = library()
     n, t, width = _sequences_tokens_width(x, cu_seqlens)
     h = config.num_blocks
     w = width // h
-    workspace = lib.hawk_jax_rglru_backward_workspace_bytes(n, t, width, h, int(config.fused),
-                                                            int(cu_seqlens is not None), int(config.validate))
+    workspace = _backward_workspace_bytes(lib, (n, t, width, h, int(config.fused), int(cu_seqlens is not None),
+                                                int(config.validate)), config.backward_workspace_limit)
     f32 = jnp.float32
     weights = (h, w, w) if config.fused else (0,)
     biases = (h, w) if config.fused else (0,)
@@ -132,7 +152,8 @@ def _rglru_backward_call(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, reset, h0, cu
         x, *_gate_args(x, w_x, b_x, w_a, b_a, g_x, g_a, config), a_param.astype(f32), _or_empty(reset, jnp.uint8),
         _or_empty(None if h0 is None else h0.astype(f32), f32), _or_empty(cu_seqlens, jnp.int32), checkpoints,
         dy.astype(x.dtype), dh_final.astype(f32), fused=np.bool_(config.fused),
-        reset_mode=np.int64(config.reset_mode), validate=np.bool_(config.validate))
+        reset_mode=np.int64(config.reset_mode), validate=np.bool_(config.validate),
+        workspace_limit=np.int64(-1 if config.backward_workspace_limit is None else config.backward_workspace_limit))
     return dx, dw_x, db_x, dw_a, db_a, dg_x, dg_a, da_param, dh0
 
 
@@ -244,6 +265,7 @@ def rglru(
     h0: Optional[Array] = None,
     cu_seqlens: Optional[Array] = None,
     validate: bool = True,
+    backward_workspace_limit: Optional[int] = None,
 ) -> Tuple[Array, Array]:
     """The RG-LRU (docs/SPEC.md §1) on hawk's kernels; differentiable. Returns ``(y, h_final)``.
 
@@ -257,6 +279,12 @@ def rglru(
     document, as recurrentgemma does; or ``reset`` flags (bool / uint8, nonzero = reset), or ``"sequence_start"``
     (the default without h0) or ``"none"`` (the default with h0, whose state the sequences then continue).
     ``h0 [N, W]`` is used in fp32. ``y`` has x's dtype, ``h_final [N, W]`` is fp32.
+
+    ``backward_workspace_limit`` (bytes, or None) caps the backward's workspace, an XLA buffer of the one pass's
+    size otherwise (2.4 GB in fused mode at one sequence of 65536 tokens, W = 2560): one dense sequence longer than
+    1024 tokens in fused mode then runs its backward in time slices within the cap, slower, with the same bits.
+    A cap below the least such workspace, or below the one pass's for any other problem, raises ValueError when the
+    gradient is traced, naming both sizes.
     """
     where = "hawk_jax.rglru"
     problem = checks.rglru_problem(where, x, cu_seqlens)
@@ -265,7 +293,10 @@ def rglru(
     if h0 is not None:
         checks.check_state(where, "h0", h0, problem)
     reset_mode, flags = _reset_operand(where, reset, segment_pos, h0, x, problem)
-    config = _RGLRUConfig(fused=fused, num_blocks=num_blocks, reset_mode=reset_mode, validate=bool(validate))
+    checks.check_workspace_limit(where, "backward_workspace_limit", backward_workspace_limit)
+    config = _RGLRUConfig(fused=fused, num_blocks=num_blocks, reset_mode=reset_mode, validate=bool(validate),
+                          backward_workspace_limit=(None if backward_workspace_limit is None
+                                                    else int(backward_workspace_limit)))
     return _rglru_core(x, w_x, b_x, w_a, b_a, g_x, g_a, a_param, flags, h0, cu_seqlens, config)
 
 

@@ -68,14 +68,14 @@ def _block_diagonal(x, w, b):
 
 
 def rglru_layer(params: Mapping[str, Any], x: Array, segment_pos: Array, cache: Optional[Array] = None,
-                return_cache: bool = True, *, dtype=None, validate: bool = True
-                ) -> Tuple[Array, Optional[Array]]:
+                return_cache: bool = True, *, dtype=None, validate: bool = True,
+                backward_workspace_limit: Optional[int] = None) -> Tuple[Array, Optional[Array]]:
     """recurrentgemma's ``RGLRU.__call__`` as a function of its parameter tree.
 
     x ``[B, L, W]``, segment_pos ``[B, L]`` (a token with segment_pos 0 starts a new document: the state is
     dropped there), cache ``[B, W]`` (the state to continue) or None. Returns ``(y [B, L, W], last_h [B, W] fp32
     or None)``. Block widths W / H of 64, 128 and 256 run fully fused; others project the gates with XLA first
-    (gate-logits mode).
+    (gate-logits mode). ``backward_workspace_limit``: see hawk_jax.rglru.
     """
     where = "hawk_jax.rglru_layer"
     arguments = rglru_arguments(params)
@@ -91,12 +91,13 @@ def rglru_layer(params: Mapping[str, Any], x: Array, segment_pos: Array, cache: 
     block = arguments["w_x"].shape[1]
     if block in checks.FUSED_BLOCK_WIDTHS:
         y, last_h = rglru(x, arguments["a_param"], arguments["w_x"], arguments["b_x"], arguments["w_a"],
-                          arguments["b_a"], segment_pos=segment_pos, h0=cache, validate=validate)
+                          arguments["b_a"], segment_pos=segment_pos, h0=cache, validate=validate,
+                          backward_workspace_limit=backward_workspace_limit)
     else:
         g_x = _block_diagonal(x, arguments["w_x"].astype(compute), arguments["b_x"].astype(compute))
         g_a = _block_diagonal(x, arguments["w_a"].astype(compute), arguments["b_a"].astype(compute))
         y, last_h = rglru(x, arguments["a_param"], g_x=g_x, g_a=g_a, segment_pos=segment_pos, h0=cache,
-                          validate=validate)
+                          validate=validate, backward_workspace_limit=backward_workspace_limit)
     return y, (last_h if return_cache else None)
 
 
@@ -168,6 +169,8 @@ if nn is not None:
         min_rad: float = 0.9
         #: hawk's device checks (see hawk_jax.rglru); nothing to check for dense batches
         validate: bool = True
+        #: the most bytes the backward's workspace may take (see hawk_jax.rglru); None: the one pass's
+        backward_workspace_limit: Optional[int] = None
 
         def setup(self):
             if not self.only_real:
@@ -183,7 +186,7 @@ if nn is not None:
             params = {"a_param": self.a_param, "input_gate": {"w": self.input_gate.w, "b": self.input_gate.b},
                       "a_gate": {"w": self.a_gate.w, "b": self.a_gate.b}}
             return rglru_layer(params, x, segment_pos, cache, return_cache, dtype=self.dtype,
-                               validate=self.validate)
+                               validate=self.validate, backward_workspace_limit=self.backward_workspace_limit)
 
         @classmethod
         def init_cache(cls, batch_size: int, width: int) -> Array:

@@ -99,6 +99,12 @@ RGLRU_BAD_CALLS = [
     ("reset or segment_pos, not both", lambda w: dict(reset=jnp.zeros((1, 4), bool),
                                                       segment_pos=jnp.zeros((1, 4), jnp.int32))),
     ("cu_seqlens must be int32", lambda w: dict(x=jnp.zeros((8, 128)), cu_seqlens=jnp.zeros(3, jnp.uint32))),
+    ("backward_workspace_limit must be None or a non-negative int .*got -1",
+     lambda w: dict(backward_workspace_limit=-1)),
+    ("backward_workspace_limit must be None or a non-negative int .*got True",
+     lambda w: dict(backward_workspace_limit=True)),
+    ("backward_workspace_limit must be None or a non-negative int .*got 1.5",
+     lambda w: dict(backward_workspace_limit=1.5)),
     ("cu_seqlens must be \\[N \\+ 1\\] with N >= 1", lambda w: dict(x=jnp.zeros((8, 128)),
                                                                    cu_seqlens=jnp.zeros(1, jnp.int32))),
 ]
@@ -519,6 +525,86 @@ def test_ffi_calls_match_the_handlers(monkeypatch):
     assert "output_tuple_indices = [1], operand_index = 9" in lowered[1]
 
 
+class _CappedSizes(_SizesWithoutLibrary):
+    """Size queries with a backward whose one pass takes ONE_PASS bytes and whose time slices take from LEAST up,
+    in steps of STEP (what the library's capped query gives for one long dense sequence in fused mode)."""
+
+    ONE_PASS, LEAST, STEP = 1 << 20, 1 << 16, 4096
+
+    def hawk_jax_rglru_backward_workspace_bytes(self, *arguments):
+        return self.ONE_PASS
+
+    def hawk_jax_rglru_backward_least_workspace_bytes(self, *arguments):
+        return self.LEAST
+
+    def hawk_jax_rglru_backward_capped_workspace_bytes(self, *arguments):
+        limit = arguments[-1]
+        if limit >= self.ONE_PASS:
+            return self.ONE_PASS
+        return limit // self.STEP * self.STEP if limit >= self.LEAST else 0
+
+
+def _lowered_backward(limit):
+    """(workspace output bytes, workspace_limit attribute) of the backward custom call in a lowered training step."""
+    params = _random_params(jax.random.PRNGKey(23), 128, 1)
+    w = hawk_jax.rglru_arguments(params)
+    x = jnp.zeros((1, 8, 128), jnp.bfloat16)
+
+    def loss(x):
+        y, h = hawk_jax.rglru(x, w["a_param"], w["w_x"], w["b_x"], w["w_a"], w["b_a"],
+                              backward_workspace_limit=limit)
+        return jnp.sum(y.astype(jnp.float32)) + jnp.sum(h)
+
+    text = jax.jit(jax.grad(loss)).lower(x).as_text()
+    line = next(line for line in text.splitlines() if "stablehlo.custom_call @hawk_rglru_backward" in line)
+    workspace = re.findall(r"tensor<(\d+)xui8>", line.split("->")[-1])[-1]
+    attribute = re.search(r"workspace_limit = (-?\d+) : i64", line).group(1)
+    return int(workspace), int(attribute)
+
+
+def test_backward_workspace_limit_sizes_the_workspace_output(monkeypatch):
+    """The cap reaches the handler as its workspace_limit attribute, and XLA's workspace output is the capped size
+    (plus the alignment slack), not the one pass's."""
+    from hawk_jax import _ops
+
+    monkeypatch.setattr(_ops, "library", lambda: _CappedSizes())
+    slack, one_pass, least = _ops.WORKSPACE_SLACK, _CappedSizes.ONE_PASS, _CappedSizes.LEAST
+    assert _lowered_backward(None) == (one_pass + slack, -1)
+    assert _lowered_backward(one_pass) == (one_pass + slack, one_pass)
+    assert _lowered_backward(4 * one_pass) == (one_pass + slack, 4 * one_pass)
+    assert _lowered_backward(least) == (least + slack, least)
+    middle = least + 3 * _CappedSizes.STEP + 100
+    assert _lowered_backward(middle) == (middle - 100 + slack, middle)
+
+
+def test_backward_workspace_limit_below_the_least_is_refused_when_the_gradient_is_traced(monkeypatch):
+    from hawk_jax import _ops
+
+    monkeypatch.setattr(_ops, "library", lambda: _CappedSizes())
+    least, one_pass = _CappedSizes.LEAST, _CappedSizes.ONE_PASS
+    with pytest.raises(ValueError, match=f"hawk_jax.rglru: backward_workspace_limit={least - 1} bytes is below the "
+                                         f"least workspace this backward runs with: {least} bytes .time slices; "
+                                         f"the one pass takes {one_pass}"):
+        _lowered_backward(least - 1)
+
+
+def test_flax_module_passes_its_backward_workspace_limit(fake_kernels, monkeypatch):
+    """RGLRU(backward_workspace_limit=...) and rglru_layer(...) reach hawk_jax.rglru's argument."""
+    pytest.importorskip("flax")
+    from hawk_jax import _ops, layers
+
+    seen = []
+    real = _ops.rglru
+    monkeypatch.setattr(layers, "rglru", lambda *a, **k: seen.append(k["backward_workspace_limit"]) or real(*a, **k))
+    module = hawk_jax.RGLRU(width=128, num_heads=2, backward_workspace_limit=12345)
+    x = jnp.ones((1, 4, 128), jnp.float32)
+    pos = jnp.arange(4)[None]
+    variables = module.init(jax.random.PRNGKey(0), x, pos)
+    module.apply(variables, x, pos)
+    hawk_jax.rglru_layer(variables["params"], x, pos, backward_workspace_limit=777)
+    assert seen[-2:] == [12345, 777]
+
+
 # ---- the built library's query functions (skipped where it is not built: they need no GPU) -------------------------
 
 
@@ -569,3 +655,29 @@ def test_library_version_and_workspace_queries():
     except RuntimeError:
         has_gpu = False
     assert (gate_backward(1024, 1152, 8, 2, 0, 32, 0, 0, 1) > 256) == has_gpu
+
+
+def test_library_capped_backward_workspace_queries():
+    """hawk_jax_rglru_backward_least/capped_workspace_bytes (hawk::rglru::backward_min_workspace_size and
+    backward_workspace_size_within; the C++ CPU fuzz checks those against the operator's slices)."""
+    lib = _built_library()
+    one_pass_of = lib.hawk_jax_rglru_backward_workspace_bytes
+    least_of = lib.hawk_jax_rglru_backward_least_workspace_bytes
+    capped = lib.hawk_jax_rglru_backward_capped_workspace_bytes
+    long_sequence = (1, 8192, 2560, 10, 1, 0, 1)  # (N, T, W, H, fused, packed, validate): takes time slices
+    one_pass, least = one_pass_of(*long_sequence), least_of(*long_sequence)
+    assert 12 * 1024 * 2560 <= least < one_pass // 4  # one slice's fp32 rows, against 8192 tokens' of them
+    assert capped(*long_sequence, one_pass) == one_pass and capped(*long_sequence, 3 * one_pass) == one_pass
+    assert capped(*long_sequence, least) == least
+    assert capped(*long_sequence, least - 1) == 0 and capped(*long_sequence, -1) == 0
+    sizes = [capped(*long_sequence, least + k * (one_pass - least) // 16) for k in range(16)]
+    assert all(least <= size <= least + k * (one_pass - least) // 16 for k, size in enumerate(sizes))
+    assert sizes == sorted(sizes) and sizes[-1] > least  # more room, longer slices
+    for no_slices in ((2, 8192, 2560, 10, 1, 0, 1),   # two sequences
+                      (1, 8192, 2560, 10, 1, 1, 1),   # packed
+                      (1, 8192, 2560, 1, 0, 0, 1),    # gate-logits mode
+                      (1, 1024, 2560, 10, 1, 0, 1)):  # one slice's tokens at most
+        whole = one_pass_of(*no_slices)
+        assert least_of(*no_slices) == whole, no_slices
+        assert capped(*no_slices, whole) == whole and capped(*no_slices, whole - 1) == 0, no_slices
+

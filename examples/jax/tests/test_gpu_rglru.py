@@ -3,6 +3,8 @@ batch and split invariance, packed batches, decode against a state pool, jit / g
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -180,6 +182,45 @@ def test_batch_invariance(dtype):
                                                (dh0, dh0p, dh01, "dh0")):
             assert_bitwise_equal(batched[row], alone[0], f"{name} of row {row} in the batch vs alone")
             assert_bitwise_equal(permuted[where], alone[0], f"{name} of row {row} permuted vs alone")
+
+
+def test_capped_backward_workspace_gives_the_uncapped_bits():
+    """One dense sequence of 2 * 1024 + 77 tokens in fused mode: under caps from the least workspace (time slices of
+    1024 tokens) to the one pass, the gradients are the uncapped ones bit for bit and XLA's workspace output is the
+    capped size; a cap below the least is refused when the gradient is traced."""
+    from hawk_jax import _library, _ops
+
+    length, width = 2 * 1024 + 77, 128
+    x, params, pos, h0 = random_rglru(12, 1, length, width, 1, jnp.bfloat16)
+    lib = _library.library()
+    sizes = (1, length, width, 1, 1, 0, 1)  # (N, T, W, H, fused, packed, validate)
+    one_pass = lib.hawk_jax_rglru_backward_workspace_bytes(*sizes)
+    least = lib.hawk_jax_rglru_backward_least_workspace_bytes(*sizes)
+    assert 0 < least < one_pass
+
+    def step(limit, h0=h0):
+        def loss(params, x, h0):
+            y, h = _call(params, x, pos, h0, backward_workspace_limit=limit)
+            return jnp.sum(y.astype(jnp.float32) * jnp.sin(x.astype(jnp.float32))) + jnp.sum(h * h)
+
+        gradient = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+        workspace = re.findall(r"tensor<(\d+)xui8>", gradient.lower(params, x, h0).as_text())
+        return gradient(params, x, h0), sorted(int(w) for w in workspace)
+
+    uncapped, workspaces = step(None)
+    assert one_pass + _ops.WORKSPACE_SLACK in workspaces
+    for limit in (least, (least + one_pass) // 2, one_pass - 1, one_pass):
+        capped, workspaces = step(limit)
+        expected = lib.hawk_jax_rglru_backward_capped_workspace_bytes(*sizes, limit)
+        assert least <= expected <= limit and expected + _ops.WORKSPACE_SLACK in workspaces
+        assert all(w <= one_pass + _ops.WORKSPACE_SLACK for w in workspaces)
+        for a, b in zip(jax.tree_util.tree_leaves(uncapped), jax.tree_util.tree_leaves(capped)):
+            assert_bitwise_equal(a, b, f"gradient under a cap of {limit} bytes vs uncapped")
+    # negative control: the comparison sees a change of the input state
+    other, _ = step(least, h0 * 2)
+    assert not np.array_equal(np.asarray(other[1]), np.asarray(uncapped[1]))
+    with pytest.raises(ValueError, match=f"backward_workspace_limit={least - 1} bytes is below the least workspace"):
+        step(least - 1)
 
 
 @pytest.mark.parametrize("split", [1, 63, 64, 100])
