@@ -44,8 +44,8 @@ def check_workspace_limit(where: str, name: str, limit) -> None:
         return
     if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)):
         fail(where, f"{name} must be None or a non-negative int (bytes), got {limit!r}", TypeError)
-    if limit < 0:
-        fail(where, f"{name} must be None or a non-negative int (bytes), got {limit}")
+    if limit < 0 or limit >= 2**63:  # the size functions take it as an int64
+        fail(where, f"{name} must be None or a non-negative int (bytes) below 2**63, got {limit}")
 
 
 def check_element_dtype(where: str, name: str, a) -> None:

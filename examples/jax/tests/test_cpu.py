@@ -105,6 +105,8 @@ RGLRU_BAD_CALLS = [
      lambda w: dict(backward_workspace_limit=True)),
     ("backward_workspace_limit must be None or a non-negative int .*got 1.5",
      lambda w: dict(backward_workspace_limit=1.5)),
+    ("backward_workspace_limit must be None or a non-negative int .*below 2\\*\\*63, got 9223372036854775808",
+     lambda w: dict(backward_workspace_limit=2**63)),
     ("cu_seqlens must be \\[N \\+ 1\\] with N >= 1", lambda w: dict(x=jnp.zeros((8, 128)),
                                                                    cu_seqlens=jnp.zeros(1, jnp.int32))),
 ]
