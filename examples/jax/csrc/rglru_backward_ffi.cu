@@ -83,14 +83,13 @@ ffi::Error rglru_backward(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer 
   if (workspace_limit < -1) {
     return invalid(kBackward, "workspace_limit must be -1 (none) or a byte count, not " + std::to_string(workspace_limit));
   }
-  std::size_t bytes = hawk::rglru::backward_workspace_size(a);
-  if (workspace_limit >= 0) {
-    bytes = hawk::rglru::backward_workspace_size_within(a, static_cast<std::size_t>(workspace_limit));
-    if (bytes == 0) {
-      return invalid(kBackward, "no workspace within workspace_limit = " + std::to_string(workspace_limit) +
-                                    " bytes runs this backward (it takes at least " +
-                                    std::to_string(hawk::rglru::backward_min_workspace_size(a)) + ")");
-    }
+  const std::size_t bytes =
+      workspace_limit < 0 ? hawk::rglru::backward_workspace_size(a)
+                          : hawk::rglru::backward_workspace_size_within(a, static_cast<std::size_t>(workspace_limit));
+  if (workspace_limit >= 0 && bytes == 0) {  // 0 from backward_workspace_size_within: nothing fits the limit
+    return invalid(kBackward, "no workspace within workspace_limit = " + std::to_string(workspace_limit) +
+                                  " bytes runs this backward (it takes at least " +
+                                  std::to_string(hawk::rglru::backward_min_workspace_size(a)) + ")");
   }
   void* scratch = nullptr;
   HAWK_JAX_RETURN_IF_ERROR(aligned_workspace(kBackward, *workspace, bytes, scratch));
